@@ -1,0 +1,70 @@
+/**
+ * `npm test`: runs the tap suite against a real PostgreSQL.
+ *
+ * - With TEST_DATABASE_URL (or DATABASE_URL) set, that server is used: its URL must name a
+ *   role allowed to create databases.
+ * - Otherwise a throwaway embedded PostgreSQL starts in the OS temp folder and is removed
+ *   afterwards.
+ *
+ * The migrations are applied once, with the Prisma CLI, to a template database; every test
+ * file then gets its own copy (`CREATE DATABASE ... TEMPLATE`, test/helpers/database.ts),
+ * so files run in parallel without seeing each other's rows.
+ * Arguments are passed to tap (e.g. `npm test -- test/users.test.ts`).
+ */
+import { spawn } from 'node:child_process'
+import { chmod, mkdtemp } from 'node:fs/promises'
+import os from 'node:os'
+import path from 'node:path'
+import pg from 'pg'
+import { startEmbeddedPostgres, type EmbeddedDatabase } from '../src/db/embedded.js'
+import { migrateDeploy } from '../src/db/migrate.js'
+
+function withDatabase (url: string, database: string): string {
+  const u = new URL(url)
+  u.pathname = `/${database}`
+  return u.toString()
+}
+
+async function admin (url: string, sql: string): Promise<void> {
+  const client = new pg.Client({ connectionString: url })
+  await client.connect()
+  try { await client.query(sql) } finally { await client.end() }
+}
+
+let embedded: EmbeddedDatabase | undefined
+const configured = process.env.TEST_DATABASE_URL ?? process.env.DATABASE_URL
+let adminUrl: string
+if (configured) {
+  adminUrl = configured
+  console.log(`# tests use the configured PostgreSQL at ${new URL(configured).host}`)
+} else {
+  const parent = await mkdtemp(path.join(os.tmpdir(), 'ups-test-'))
+  await chmod(parent, 0o755) // as root, PostgreSQL runs as `postgres`, which must reach the folder
+  const dataDir = path.join(parent, 'pg')
+  const started = Date.now()
+  embedded = await startEmbeddedPostgres({ dataDir, database: 'postgres', ephemeral: true })
+  adminUrl = embedded.adminUrl
+  console.log(`# tests use an embedded PostgreSQL on port ${embedded.port} (started in ${Date.now() - started} ms)`)
+}
+
+const template = `ups_template_${process.pid}`
+let code = 1
+try {
+  await admin(adminUrl, `DROP DATABASE IF EXISTS ${template}`)
+  await admin(adminUrl, `CREATE DATABASE ${template}`)
+  const started = Date.now()
+  await migrateDeploy(withDatabase(adminUrl, template))
+  console.log(`# migrations applied to ${template} in ${Date.now() - started} ms`)
+
+  code = await new Promise<number>((resolve) => {
+    const tap = spawn(process.execPath, [path.join('node_modules', 'tap', 'dist', 'esm', 'run.mjs'), ...process.argv.slice(2)], {
+      stdio: 'inherit',
+      env: { ...process.env, TEST_ADMIN_URL: adminUrl, TEST_TEMPLATE_DB: template, DATABASE_URL: '' }
+    })
+    tap.on('close', (status) => resolve(status ?? 1))
+  })
+} finally {
+  await admin(adminUrl, `DROP DATABASE IF EXISTS ${template} WITH (FORCE)`).catch(() => {})
+  await embedded?.stop()
+}
+process.exit(code)

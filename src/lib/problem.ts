@@ -1,0 +1,51 @@
+/**
+ * The one error shape of the service: RFC 9457 problem details
+ * (`application/problem+json`), with a stable machine-readable `code`, the request id,
+ * and field errors for validation failures. See docs/api.md, "Errors".
+ */
+import { STATUS_CODES } from 'node:http'
+import createError from '@fastify/error'
+import { Type, type Static } from 'typebox'
+
+export const PROBLEM_CONTENT_TYPE = 'application/problem+json; charset=utf-8'
+
+export const FieldError = Type.Object({
+  /** JSON pointer of the offending field, e.g. `/email`; empty for the whole part. */
+  field: Type.String(),
+  message: Type.String()
+})
+
+export const Problem = Type.Object({
+  type: Type.String({ description: '`about:blank`: the status code and `code` say it all' }),
+  title: Type.String({ description: 'the HTTP status phrase' }),
+  status: Type.Integer(),
+  detail: Type.String({ description: 'what went wrong with this request, for people' }),
+  code: Type.String({ description: 'stable error code, for programs' }),
+  instance: Type.String({ description: 'the request path' }),
+  requestId: Type.String(),
+  errors: Type.Optional(Type.Array(FieldError))
+}, { description: 'RFC 9457 problem details' })
+
+export type ProblemBody = Static<typeof Problem>
+
+export function problemBody (status: number, code: string, detail: string, instance: string, requestId: string, errors?: Static<typeof FieldError>[]): ProblemBody {
+  const body: ProblemBody = {
+    type: 'about:blank',
+    title: STATUS_CODES[status] ?? 'Error',
+    status,
+    detail,
+    code,
+    instance,
+    requestId
+  }
+  if (errors) body.errors = errors
+  return body
+}
+
+// Errors the service's own code throws; the error handler turns them into problem details.
+export const Unauthorized = createError('UNAUTHORIZED', '%s', 401)
+export const Forbidden = createError('FORBIDDEN', '%s', 403)
+export const NotFound = createError('NOT_FOUND', '%s', 404)
+export const Conflict = createError('CONFLICT', '%s', 409)
+export const BadRequest = createError('BAD_REQUEST', '%s', 400)
+export const ServiceUnavailable = createError('SERVICE_UNAVAILABLE', '%s', 503)

@@ -1,0 +1,15 @@
+/** Schema atoms shared by the modules: ids, timestamps, pagination. */
+import { Type } from 'typebox'
+
+/** A timestamp: a `Date` in handlers, an ISO 8601 string on the wire. */
+export const Timestamp = Type.Unsafe<Date>(Type.String({ format: 'date-time' }))
+
+/** A row id: PostgreSQL `integer`, so anything above 2^31-1 cannot exist and is a 400. */
+export const Id = Type.Integer({ minimum: 1, maximum: 2_147_483_647, description: 'numeric id' })
+
+export const IdParams = Type.Object({ id: Id }, { additionalProperties: false })
+
+export const Pagination = Type.Object({
+  limit: Type.Integer({ minimum: 1, maximum: 100, default: 20, description: 'page size (max 100)' }),
+  cursor: Type.Optional(Type.Integer({ minimum: 0, maximum: 2_147_483_647, description: 'the `nextCursor` of the previous page' }))
+}, { additionalProperties: false })

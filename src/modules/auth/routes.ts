@@ -1,0 +1,47 @@
+/** POST /api/auth/register and POST /api/auth/login. Both are rate-limited per client. */
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { BadRequest } from '../../lib/problem.js'
+import { problems } from '../../lib/responses.js'
+import { RegisterBody, User } from '../users/schemas.js'
+import { usersService } from '../users/service.js'
+import { LoginBody, LoginResult } from './schemas.js'
+
+export interface AuthRoutesOptions {
+  rateLimit: { max: number, timeWindow: number }
+  expiresIn: string
+}
+
+export const authRoutes: FastifyPluginAsyncTypebox<AuthRoutesOptions> = async (app, options) => {
+  const service = usersService(app)
+  const rateLimit = options.rateLimit
+
+  app.post('/register', {
+    config: { rateLimit },
+    schema: {
+      tags: ['auth'],
+      summary: 'Register a user (Variant A)',
+      body: RegisterBody,
+      response: { 201: User, ...problems(400, 409, 413, 415, 429) }
+    }
+  }, async (request, reply) => {
+    return reply.code(201).send(await service.register(request.body))
+  })
+
+  app.post('/login', {
+    config: { rateLimit },
+    schema: {
+      tags: ['auth'],
+      summary: 'Log in with username (or e-mail) and password; returns a JWT',
+      body: LoginBody,
+      response: { 200: LoginResult, ...problems(400, 401, 413, 415, 429) }
+    }
+  }, async (request) => {
+    const { username, identity, password } = request.body
+    const login = username ?? identity
+    if (login === undefined || (username !== undefined && identity !== undefined)) {
+      throw new BadRequest('Send exactly one of `username` and `identity`')
+    }
+    const { token, userId } = await service.login(login, password)
+    return { token, tokenType: 'Bearer' as const, expiresIn: options.expiresIn, userId }
+  })
+}

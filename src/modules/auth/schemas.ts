@@ -1,0 +1,21 @@
+import { Type } from 'typebox'
+import { Password } from '../users/schemas.js'
+
+/**
+ * `username` is the Variant A field; `identity` the original Variant B one. Either may hold
+ * the username or the e-mail address; exactly one must be present.
+ */
+export const LoginBody = Type.Object({
+  username: Type.Optional(Type.String({ minLength: 1, maxLength: 254 })),
+  identity: Type.Optional(Type.String({ minLength: 1, maxLength: 254 })),
+  password: Type.String({ minLength: 1, maxLength: 1024 })
+}, { additionalProperties: false })
+
+export const LoginResult = Type.Object({
+  token: Type.String({ description: 'JWT (HS256); send it as `Authorization: Bearer <token>`' }),
+  tokenType: Type.Literal('Bearer'),
+  expiresIn: Type.String({ description: 'lifetime, e.g. `72h`' }),
+  userId: Type.Integer()
+})
+
+export { Password }

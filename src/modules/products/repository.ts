@@ -1,0 +1,37 @@
+/** Prisma access for products. */
+import type { PrismaClient } from '../../generated/prisma/client.js'
+
+export function productsRepository (prisma: PrismaClient) {
+  return {
+    /** A page in id order; fetches one extra row to know whether another page follows. */
+    async page (page: { limit: number, cursor?: number }) {
+      const rows = await prisma.product.findMany({
+        where: page.cursor === undefined ? {} : { id: { gt: page.cursor } },
+        orderBy: { id: 'asc' },
+        take: page.limit + 1
+      })
+      const items = rows.slice(0, page.limit)
+      const nextCursor = rows.length > page.limit ? items[items.length - 1]!.id : null
+      return { items, nextCursor }
+    },
+
+    async findById (id: number) {
+      return await prisma.product.findUnique({ where: { id } })
+    },
+
+    async create (data: { title: string, description: string, amount: number, creatorId: number }) {
+      return await prisma.product.create({ data })
+    },
+
+    /** Deletes when `creatorId` matches; the count says whether it did. */
+    async deleteOwned (id: number, creatorId: number): Promise<boolean> {
+      const { count } = await prisma.product.deleteMany({ where: { id, creatorId } })
+      return count === 1
+    },
+
+    async delete (id: number): Promise<boolean> {
+      const { count } = await prisma.product.deleteMany({ where: { id } })
+      return count === 1
+    }
+  }
+}

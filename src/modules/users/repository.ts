@@ -1,0 +1,62 @@
+/** Prisma access for users. Only `publicUserSelect` fields ever leave this module's callers. */
+import type { PrismaClient } from '../../generated/prisma/client.js'
+
+export const publicUserSelect = {
+  id: true,
+  username: true,
+  email: true,
+  createdAt: true,
+  updatedAt: true
+} as const
+
+export interface PublicUser {
+  id: number
+  username: string
+  email: string
+  createdAt: Date
+  updatedAt: Date
+}
+
+export function usersRepository (prisma: PrismaClient) {
+  return {
+    async create (data: { username: string, email: string, passwordHash: string }): Promise<PublicUser & { tokenVersion: number }> {
+      return await prisma.user.create({ data, select: { ...publicUserSelect, tokenVersion: true } })
+    },
+
+    async findById (id: number): Promise<PublicUser | null> {
+      return await prisma.user.findUnique({ where: { id }, select: publicUserSelect })
+    },
+
+    /** The credentials of a user by username or e-mail (both case-insensitive: citext). */
+    async findCredentials (login: { username: string } | { email: string }) {
+      return await prisma.user.findUnique({
+        where: login,
+        select: { id: true, passwordHash: true, tokenVersion: true }
+      })
+    },
+
+    async update (id: number, data: { username?: string, email?: string, passwordHash?: string }): Promise<PublicUser & { tokenVersion: number }> {
+      return await prisma.user.update({
+        where: { id },
+        data: data.passwordHash === undefined ? data : { ...data, tokenVersion: { increment: 1 } },
+        select: { ...publicUserSelect, tokenVersion: true }
+      })
+    },
+
+    /** Deletes the user and, by the foreign key's ON DELETE CASCADE, their products. */
+    async delete (id: number): Promise<void> {
+      await prisma.user.delete({ where: { id } })
+    },
+
+    async list (page: { limit: number, cursor?: number }): Promise<PublicUser[]> {
+      return await prisma.user.findMany({
+        where: page.cursor === undefined ? {} : { id: { gt: page.cursor } },
+        orderBy: { id: 'asc' },
+        take: page.limit,
+        select: publicUserSelect
+      })
+    }
+  }
+}
+
+export type UsersRepository = ReturnType<typeof usersRepository>

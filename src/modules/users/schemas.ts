@@ -1,0 +1,39 @@
+/** Schemas of the user resource; the TypeScript types come from them. */
+import { Type, type Static } from 'typebox'
+import { Id, Timestamp } from '../../lib/schemas.js'
+
+/** Letters, digits, `.`, `_` and `-`: never `@`, so a login name with `@` is an e-mail. */
+export const Username = Type.String({ minLength: 3, maxLength: 32, pattern: '^[A-Za-z0-9._-]+$', description: '3-32 letters, digits, `.`, `_` or `-`' })
+export const Email = Type.String({ format: 'email', minLength: 3, maxLength: 254 })
+/**
+ * 8 to 72 characters. bcrypt reads at most 72 *bytes*; the byte length is checked by the
+ * service (a JSON schema cannot count UTF-8 bytes), see users/service.ts.
+ */
+export const Password = Type.String({ minLength: 8, maxLength: 72, description: '8 to 72 bytes in UTF-8' })
+
+export const RegisterBody = Type.Object({
+  username: Username,
+  email: Email,
+  password: Password
+}, { additionalProperties: false })
+export type RegisterInput = Static<typeof RegisterBody>
+
+export const UpdateUserBody = Type.Object({
+  username: Type.Optional(Username),
+  email: Type.Optional(Email),
+  password: Type.Optional(Password)
+}, { additionalProperties: false, minProperties: 1 })
+export type UpdateUserInput = Static<typeof UpdateUserBody>
+
+export const User = Type.Object({
+  id: Id,
+  username: Type.String(),
+  email: Type.String(),
+  createdAt: Timestamp,
+  updatedAt: Timestamp
+}, { description: 'A user; the password and its hash are never part of it' })
+
+export const UpdatedUser = Type.Object({
+  user: User,
+  token: Type.Optional(Type.String({ description: 'a new token, present when the password changed (earlier tokens stop working)' }))
+})
