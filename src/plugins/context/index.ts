@@ -1,0 +1,35 @@
+/**
+ * The context API: request and reply decorators for the request-context operations of
+ * SPEC.md. docs/context-api.md maps every operation to its API and its test.
+ */
+import type { FastifyInstance } from 'fastify'
+import fp from 'fastify-plugin'
+import type { ContextOptions, ResolvedContextOptions } from './options.js'
+import { registerReplyDecorators } from './reply/index.js'
+import { registerRequestDecorators } from './request/index.js'
+
+export type { ContextOptions } from './options.js'
+
+function resolveOptions (options: ContextOptions): ResolvedContextOptions {
+  const subdomainOffset = options.subdomainOffset ?? 2
+  if (!Number.isInteger(subdomainOffset) || subdomainOffset < 0) {
+    throw new TypeError('context: subdomainOffset must be a whole number >= 0')
+  }
+  if (options.proxyHeader !== undefined && (typeof options.proxyHeader !== 'string' || options.proxyHeader.trim() === '')) {
+    throw new TypeError('context: proxyHeader must be a header name')
+  }
+  return {
+    immutable: options.immutable ?? false,
+    proxyHeader: options.proxyHeader?.toLowerCase(),
+    enableSplittingOnParsers: options.enableSplittingOnParsers ?? false,
+    subdomainOffset
+  }
+}
+
+async function context (app: FastifyInstance, options: ContextOptions): Promise<void> {
+  const resolved = resolveOptions(options)
+  await registerRequestDecorators(app, resolved)
+  await registerReplyDecorators(app, resolved)
+}
+
+export default fp(context, { name: 'context', fastify: '5.x' })

@@ -1,0 +1,22 @@
+/** Options of the context plugin: the application settings of SPEC.md. */
+export interface ContextOptions {
+  /**
+   * SPEC.md "Immutable". In JavaScript strings are immutable already; see
+   * docs/context-api.md for what it changes (Buffers handed out are copies).
+   * @default false
+   */
+  immutable?: boolean
+  /** SPEC.md "ProxyHeader": when set, `request.ipAddress()` reads the client address from this header. */
+  proxyHeader?: string
+  /** SPEC.md "EnableSplittingOnParsers": split `a,b` query values into list elements in the binders. @default false */
+  enableSplittingOnParsers?: boolean
+  /** SPEC.md "subdomain offset": labels dropped from the right by `subdomains()`. @default 2 */
+  subdomainOffset?: number
+}
+
+export interface ResolvedContextOptions {
+  immutable: boolean
+  proxyHeader: string | undefined
+  enableSplittingOnParsers: boolean
+  subdomainOffset: number
+}
