@@ -32,7 +32,6 @@ export function serverOptions (config: Pick<Config, 'LOG_LEVEL' | 'BODY_LIMIT' |
     // Our own ids: a client-chosen id could forge log lines.
     requestIdHeader: false,
     genReqId: () => randomUUID(),
-    requestIdLogLabel: 'requestId',
     // Slow or stalled clients do not hold a connection forever.
     connectionTimeout: 0,
     requestTimeout: 30_000,

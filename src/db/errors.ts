@@ -9,10 +9,20 @@ interface Classified { status: number, code: string, detail: string }
 const UNAVAILABLE_SQLSTATE = /^(08|57P0|53)/
 const UNAVAILABLE_ERRNO = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EHOSTUNREACH', 'EAI_AGAIN'])
 
+/**
+ * The fields of a violated unique constraint. Through the pg adapter Prisma reports the
+ * index name (`users_username_key`), named by Prisma's convention `<table>_<fields>_key`.
+ */
 function uniqueFields (error: Record<string, any>): string[] {
-  const target = error.meta?.target ?? error.meta?.driverAdapterError?.cause?.constraint?.fields
+  const cause = error.meta?.driverAdapterError?.cause
+  const target = error.meta?.target ?? cause?.constraint?.fields
   if (Array.isArray(target)) return target.map(String)
   if (typeof target === 'string') return [target]
+  const index: unknown = cause?.constraint?.index
+  const table: unknown = cause?.table
+  if (typeof index === 'string' && typeof table === 'string' && index.startsWith(`${table}_`) && index.endsWith('_key')) {
+    return [index.slice(table.length + 1, -'_key'.length)]
+  }
   return []
 }
 
@@ -22,8 +32,8 @@ export function classifyDatabaseError (error: unknown): Classified | undefined {
   switch (e.code) {
     case 'P2002': {
       const fields = uniqueFields(e)
-      const which = fields.length > 0 ? fields.join(', ') : 'a unique field'
-      return { status: 409, code: 'CONFLICT', detail: `A record with this ${which} already exists` }
+      const detail = fields.length > 0 ? `This ${fields.join(', ')} is already taken` : 'A record with these values already exists'
+      return { status: 409, code: 'CONFLICT', detail }
     }
     case 'P2025':
       return { status: 404, code: 'NOT_FOUND', detail: 'The record does not exist' }

@@ -10,7 +10,9 @@ import { Type, type Static } from 'typebox'
 export const PROBLEM_CONTENT_TYPE = 'application/problem+json; charset=utf-8'
 
 export const FieldError = Type.Object({
-  /** JSON pointer of the offending field, e.g. `/email`; empty for the whole part. */
+  /** The part of the request: `body`, `params`, `querystring` or `headers`. */
+  in: Type.String(),
+  /** JSON pointer of the offending field within that part, e.g. `/email`; empty for the whole part. */
   field: Type.String(),
   message: Type.String()
 })

@@ -21,26 +21,32 @@ const FASTIFY_CODES: Record<string, [number, string]> = {
   FST_ERR_ASYNC_CONSTRAINT: [400, 'BAD_REQUEST']
 }
 
-function fieldErrors (validation: AjvError[], context: string | undefined): { field: string, message: string }[] {
+/** Where a validation error was found, in words for the `detail`. */
+const PART_NAMES: Record<string, string> = {
+  body: 'request body',
+  params: 'path parameters',
+  querystring: 'query string',
+  headers: 'headers'
+}
+
+function fieldErrors (validation: AjvError[], part: string): { in: string, field: string, message: string }[] {
   return validation.map((v) => {
-    let field = v.instancePath
-    if (v.keyword === 'required') field += `/${String(v.params.missingProperty)}`
-    if (v.keyword === 'additionalProperties') {
-      return { field: `${field}/${String(v.params.additionalProperty)}`, message: 'is not allowed' }
-    }
-    return { field, message: v.message ?? 'is invalid' }
-  }).map((e) => ({ ...e, field: context === 'body' || !context ? e.field : `${context}${e.field}` }))
+    if (v.keyword === 'required') return { in: part, field: `${v.instancePath}/${String(v.params.missingProperty)}`, message: 'is required' }
+    if (v.keyword === 'additionalProperties') return { in: part, field: `${v.instancePath}/${String(v.params.additionalProperty)}`, message: 'is not allowed' }
+    return { in: part, field: v.instancePath, message: v.message ?? 'is invalid' }
+  })
 }
 
 export function toProblem (error: FastifyError & { validation?: AjvError[], validationContext?: string }, request: FastifyRequest): ProblemBody {
   const path = request.url.split('?')[0] ?? request.url
-  const problem = (status: number, code: string, detail: string, errors?: { field: string, message: string }[]) =>
+  const problem = (status: number, code: string, detail: string, errors?: { in: string, field: string, message: string }[]) =>
     problemBody(status, code, detail, path, request.id, errors)
 
   if (error.validation) {
-    const errors = fieldErrors(error.validation, error.validationContext)
-    const where = error.validationContext ?? 'request'
-    return problem(400, 'VALIDATION_FAILED', `The ${where} is invalid: ${errors.map((e) => `${e.field || where} ${e.message}`).join('; ')}`, errors)
+    const part = error.validationContext ?? 'body'
+    const errors = fieldErrors(error.validation, part)
+    const where = PART_NAMES[part] ?? part
+    return problem(400, 'VALIDATION_FAILED', `Invalid ${where}: ${errors.map((e) => `${e.field || '(whole)'} ${e.message}`).join('; ')}`, errors)
   }
   const known = error.code ? FASTIFY_CODES[error.code] : undefined
   if (known) return problem(known[0], known[1], error.message)
