@@ -24,13 +24,15 @@ export interface BuildAppOptions {
   config: Config
   /** The database the app uses (the embedded one, or the configured one). */
   databaseUrl: string
-  /** Overrides of the Fastify options from `serverOptions(config)` (tests turn logs off). */
+  /** Where logs go (default stdout). */
+  logStream?: NodeJS.WritableStream
+  /** Overrides of the Fastify options from `serverOptions(config)`. */
   fastify?: Partial<FastifyServerOptions>
 }
 
 export async function buildApp (options: BuildAppOptions): Promise<FastifyInstance> {
   const { config } = options
-  const app = Fastify({ ...serverOptions(config), ...options.fastify }).withTypeProvider<TypeBoxTypeProvider>()
+  const app = Fastify({ ...serverOptions(config, options.logStream), ...options.fastify }).withTypeProvider<TypeBoxTypeProvider>()
   app.setValidatorCompiler(createValidatorCompiler())
 
   app.addHook('onRequest', async (request, reply) => {

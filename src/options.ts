@@ -21,11 +21,15 @@ export const REDACTED_PATHS = [
   '*.token'
 ]
 
-export function serverOptions (config: Pick<Config, 'LOG_LEVEL' | 'BODY_LIMIT' | 'TRUST_PROXY' | 'NODE_ENV'>): FastifyServerOptions {
+/**
+ * @param logStream where logs go (default stdout); tests pass a stream to read them.
+ */
+export function serverOptions (config: Pick<Config, 'LOG_LEVEL' | 'BODY_LIMIT' | 'TRUST_PROXY' | 'NODE_ENV'>, logStream?: NodeJS.WritableStream): FastifyServerOptions {
   return {
     logger: {
       level: config.LOG_LEVEL,
-      redact: { paths: REDACTED_PATHS, censor: '[redacted]' }
+      redact: { paths: REDACTED_PATHS, censor: '[redacted]' },
+      ...(logStream ? { stream: logStream } : {})
     },
     bodyLimit: config.BODY_LIMIT,
     trustProxy: config.TRUST_PROXY,

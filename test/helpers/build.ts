@@ -26,10 +26,19 @@ export interface TestApp extends FastifyInstance {
 
 interface Tap { teardown: (fn: () => unknown) => void }
 
-export async function build (t: Tap, env: Record<string, string> = {}, databaseUrl?: string): Promise<TestApp> {
-  const config = loadConfig({ ...TEST_ENV, ...env }, false)
-  const url = databaseUrl ?? await createTestDatabase(t)
-  const app = await buildApp({ config, databaseUrl: url }) as TestApp
+export interface BuildOptions {
+  /** Variables on top of TEST_ENV. */
+  env?: Record<string, string>
+  /** Use this database instead of a fresh one. */
+  databaseUrl?: string
+  /** Read the logs (set `env.LOG_LEVEL` too). */
+  logStream?: NodeJS.WritableStream
+}
+
+export async function build (t: Tap, options: BuildOptions = {}): Promise<TestApp> {
+  const config = loadConfig({ ...TEST_ENV, ...options.env }, false)
+  const url = options.databaseUrl ?? await createTestDatabase(t)
+  const app = await buildApp({ config, databaseUrl: url, logStream: options.logStream }) as TestApp
   app.config = config
   app.databaseUrl = url
   t.teardown(async () => { await app.close() })
