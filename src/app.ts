@@ -9,7 +9,7 @@ import fastifySwaggerUi from '@fastify/swagger-ui'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify'
 import type { Config } from './config.js'
-import { createValidatorCompiler } from './lib/validation.js'
+import { createValidatorCompiler, strictIntegerStrings } from './lib/validation.js'
 import { authRoutes } from './modules/auth/routes.js'
 import { healthRoutes } from './modules/health/routes.js'
 import { productRoutes } from './modules/products/routes.js'
@@ -34,6 +34,7 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
   const { config } = options
   const app = Fastify({ ...serverOptions(config, options.logStream), ...options.fastify }).withTypeProvider<TypeBoxTypeProvider>()
   app.setValidatorCompiler(createValidatorCompiler())
+  app.addHook('onRoute', strictIntegerStrings)
 
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id)

@@ -1,0 +1,207 @@
+import t from 'tap'
+import { assertNoSecrets, assertProblem } from './helpers/assertions.js'
+import { build, injectAs, newUser, registerAndLogin } from './helpers/build.js'
+import { sqlClient } from './helpers/database.js'
+
+t.test('registration (POST /api/user and POST /api/auth/register)', async (t) => {
+  const app = await build(t)
+  const db = await sqlClient(t, app.databaseUrl)
+
+  for (const url of ['/api/user', '/api/auth/register']) {
+    t.test(`${url}: 201 with the user, never the password or its hash`, async (t) => {
+      const body = newUser()
+      const res = await app.inject({ method: 'POST', url, payload: body })
+      t.equal(res.statusCode, 201)
+      const user = res.json()
+      t.same(Object.keys(user).sort(), ['createdAt', 'email', 'id', 'updatedAt', 'username'])
+      t.equal(user.username, body.username)
+      t.equal(user.email, body.email)
+      assertNoSecrets(t, res, body.password)
+      const { rows } = await db.query('SELECT password_hash FROM users WHERE id = $1', [user.id])
+      t.match(rows[0].password_hash, /^\$2[ab]\$04\$/, 'stored as a bcrypt hash at the configured cost')
+    })
+  }
+
+  t.test('duplicate username or e-mail is 409, without regard to case', async (t) => {
+    const body = newUser()
+    t.equal((await app.inject({ method: 'POST', url: '/api/user', payload: body })).statusCode, 201)
+    const sameName = await app.inject({ method: 'POST', url: '/api/auth/register', payload: { ...newUser(), username: body.username.toUpperCase() } })
+    t.match(assertProblem(t, sameName, 409, 'CONFLICT').detail, /username/)
+    const sameEmail = await app.inject({ method: 'POST', url: '/api/user', payload: { ...newUser(), email: body.email.toUpperCase() } })
+    t.match(assertProblem(t, sameEmail, 409, 'CONFLICT').detail, /email/)
+  })
+
+  t.test('two racing registrations of one username: exactly one 201 and one 409', async (t) => {
+    for (let round = 0; round < 5; round++) {
+      const a = newUser()
+      const b = { ...newUser(), username: a.username }
+      const results = await Promise.all([
+        app.inject({ method: 'POST', url: '/api/user', payload: a }),
+        app.inject({ method: 'POST', url: '/api/auth/register', payload: b })
+      ])
+      t.same(results.map((r) => r.statusCode).sort(), [201, 409], `round ${round}`)
+      const { rows } = await db.query('SELECT count(*)::int AS n FROM users WHERE username = $1', [a.username])
+      t.equal(rows[0].n, 1, 'one row')
+    }
+  })
+
+  t.test('bad input is a 400 and writes nothing', async (t) => {
+    const before = (await db.query('SELECT count(*)::int AS n FROM users')).rows[0].n
+    const cases: [string, unknown][] = [
+      ['missing password', { username: 'someone', email: 'someone@example.com' }],
+      ['missing email', { username: 'someone', password: 'long enough pw' }],
+      ['missing username', { email: 'someone@example.com', password: 'long enough pw' }],
+      ['empty username', { ...newUser(), username: '' }],
+      ['number for a string', { ...newUser(), username: 12345 }],
+      ['boolean for a string', { ...newUser(), email: true }],
+      ['null for a string', { ...newUser(), password: null }],
+      ['array body', [newUser()]],
+      ['unknown property id', { ...newUser(), id: 1 }],
+      ['unknown property createdAt', { ...newUser(), createdAt: '2020-01-01T00:00:00Z' }],
+      ['bad e-mail', { ...newUser(), email: 'not-an-email' }],
+      ['username with @', { ...newUser(), username: 'a@b' }],
+      ['username too short', { ...newUser(), username: 'ab' }],
+      ['username too long', { ...newUser(), username: 'a'.repeat(33) }],
+      ['password under 8 characters', { ...newUser(), password: 'short' }],
+      ['password over 72 characters', { ...newUser(), password: 'p'.repeat(73) }],
+      ['password over 72 bytes in UTF-8', { ...newUser(), password: 'é'.repeat(37) }]
+    ]
+    for (const [name, payload] of cases) {
+      const res = await app.inject({ method: 'POST', url: '/api/user', payload: payload as object })
+      const code = name.includes('bytes') ? 'BAD_REQUEST' : 'VALIDATION_FAILED'
+      const problem = assertProblem(t, res, 400, code)
+      if (code === 'VALIDATION_FAILED') t.ok(problem.errors.length > 0, `${name}: field errors`)
+    }
+    const after = (await db.query('SELECT count(*)::int AS n FROM users')).rows[0].n
+    t.equal(after, before, 'no user was written')
+  })
+
+  t.test('a 72-byte password is accepted (the bcrypt limit, not past it)', async (t) => {
+    const body = newUser({ password: 'é'.repeat(36) })
+    t.equal(Buffer.byteLength(body.password), 72)
+    t.equal((await app.inject({ method: 'POST', url: '/api/user', payload: body })).statusCode, 201)
+    const login = await app.inject({ method: 'POST', url: '/api/auth/login', payload: { username: body.username, password: body.password } })
+    t.equal(login.statusCode, 200)
+  })
+})
+
+t.test('GET /api/user/:id', async (t) => {
+  const app = await build(t)
+  const alice = await registerAndLogin(app)
+  const bob = await registerAndLogin(app)
+
+  t.test('own record: 200, no secrets', async (t) => {
+    const res = await injectAs(app, alice, { method: 'GET', url: `/api/user/${alice.id}` })
+    t.equal(res.statusCode, 200)
+    t.match(res.json(), { id: alice.id, username: alice.username, email: alice.email })
+    assertNoSecrets(t, res, alice.password)
+  })
+  t.test("another user's record: 403", async (t) => {
+    assertProblem(t, await injectAs(app, alice, { method: 'GET', url: `/api/user/${bob.id}` }), 403, 'FORBIDDEN')
+  })
+  t.test('an id that does not exist: 403 (ids of others are never revealed)', async (t) => {
+    assertProblem(t, await injectAs(app, alice, { method: 'GET', url: '/api/user/999999' }), 403, 'FORBIDDEN')
+  })
+  t.test('without a token: 401 with WWW-Authenticate', async (t) => {
+    const res = await app.inject({ method: 'GET', url: `/api/user/${alice.id}` })
+    assertProblem(t, res, 401, 'UNAUTHORIZED')
+    t.match(res.headers['www-authenticate'], /^Bearer/)
+  })
+  t.test('non-numeric, zero, negative or out-of-range ids: 400', async (t) => {
+    for (const id of ['abc', '0', '-1', '1.5', '2147483648', '99999999999999999999', '%00']) {
+      assertProblem(t, await injectAs(app, alice, { method: 'GET', url: `/api/user/${id}` }), 400, 'VALIDATION_FAILED')
+    }
+  })
+})
+
+t.test('PATCH /api/user/:id', async (t) => {
+  const app = await build(t)
+
+  t.test('changes username and e-mail', async (t) => {
+    const me = await registerAndLogin(app)
+    const next = newUser()
+    const res = await injectAs(app, me, { method: 'PATCH', url: `/api/user/${me.id}`, payload: { username: next.username, email: next.email } })
+    t.equal(res.statusCode, 200)
+    t.match(res.json().user, { id: me.id, username: next.username, email: next.email })
+    t.notOk(res.json().token, 'no new token without a password change')
+    assertNoSecrets(t, res)
+    // The old token still works (no password change).
+    t.equal((await injectAs(app, me, { method: 'GET', url: `/api/user/${me.id}` })).json().username, next.username)
+  })
+
+  t.test('a password change re-hashes, revokes earlier tokens and returns a new one', async (t) => {
+    const me = await registerAndLogin(app)
+    const db = await sqlClient(t, app.databaseUrl)
+    const oldHash = (await db.query('SELECT password_hash FROM users WHERE id = $1', [me.id])).rows[0].password_hash
+    const res = await injectAs(app, me, { method: 'PATCH', url: `/api/user/${me.id}`, payload: { password: 'a brand new secret' } })
+    t.equal(res.statusCode, 200)
+    assertNoSecrets(t, res, 'a brand new secret')
+    const newHash = (await db.query('SELECT password_hash FROM users WHERE id = $1', [me.id])).rows[0].password_hash
+    t.not(newHash, oldHash, 'the hash changed')
+    assertProblem(t, await injectAs(app, me, { method: 'GET', url: `/api/user/${me.id}` }), 401, 'UNAUTHORIZED')
+    const fresh = res.json().token
+    t.equal((await app.inject({ method: 'GET', url: `/api/user/${me.id}`, headers: { authorization: `Bearer ${fresh}` } })).statusCode, 200, 'the returned token works')
+    const oldLogin = await app.inject({ method: 'POST', url: '/api/auth/login', payload: { username: me.username, password: me.password } })
+    assertProblem(t, oldLogin, 401, 'UNAUTHORIZED')
+    const newLogin = await app.inject({ method: 'POST', url: '/api/auth/login', payload: { username: me.username, password: 'a brand new secret' } })
+    t.equal(newLogin.statusCode, 200)
+  })
+
+  t.test('taking a name another user has: 409, and nothing changes', async (t) => {
+    const me = await registerAndLogin(app)
+    const other = await registerAndLogin(app)
+    const res = await injectAs(app, me, { method: 'PATCH', url: `/api/user/${me.id}`, payload: { username: other.username.toUpperCase(), email: newUser().email } })
+    assertProblem(t, res, 409, 'CONFLICT')
+    t.equal((await injectAs(app, me, { method: 'GET', url: `/api/user/${me.id}` })).json().email, me.email, 'e-mail unchanged too')
+  })
+
+  t.test("another user's record: 403, nothing changes", async (t) => {
+    const me = await registerAndLogin(app)
+    const other = await registerAndLogin(app)
+    assertProblem(t, await injectAs(app, me, { method: 'PATCH', url: `/api/user/${other.id}`, payload: { username: newUser().username } }), 403, 'FORBIDDEN')
+    t.equal((await injectAs(app, other, { method: 'GET', url: `/api/user/${other.id}` })).json().username, other.username)
+  })
+
+  t.test('bad bodies: 400', async (t) => {
+    const me = await registerAndLogin(app)
+    for (const payload of [{}, { id: 5 }, { tokenVersion: 0 }, { username: 42 }, { email: 'nope' }, { password: 'short' }, { username: '' }]) {
+      assertProblem(t, await injectAs(app, me, { method: 'PATCH', url: `/api/user/${me.id}`, payload }), 400, 'VALIDATION_FAILED')
+    }
+    assertProblem(t, await injectAs(app, me, { method: 'PATCH', url: `/api/user/${me.id}`, payload: { password: 'ü'.repeat(40) } }), 400, 'BAD_REQUEST')
+  })
+
+  t.test('without a token: 401', async (t) => {
+    assertProblem(t, await app.inject({ method: 'PATCH', url: '/api/user/1', payload: { username: 'whoever' } }), 401, 'UNAUTHORIZED')
+  })
+})
+
+t.test('DELETE /api/user/:id', async (t) => {
+  const app = await build(t)
+
+  t.test('deletes for real: tokens stop working, products go, the names can register again', async (t) => {
+    const me = await registerAndLogin(app)
+    const created = await injectAs(app, me, { method: 'POST', url: '/api/product', payload: { title: 'lamp', description: 'a lamp', amount: 1999 } })
+    t.equal(created.statusCode, 201)
+    const res = await injectAs(app, me, { method: 'DELETE', url: `/api/user/${me.id}` })
+    t.equal(res.statusCode, 204)
+    t.equal(res.body, '')
+    assertProblem(t, await injectAs(app, me, { method: 'GET', url: `/api/user/${me.id}` }), 401, 'UNAUTHORIZED')
+    assertProblem(t, await app.inject({ method: 'GET', url: `/api/product/${created.json().id}` }), 404, 'NOT_FOUND')
+    const again = await app.inject({ method: 'POST', url: '/api/user', payload: { username: me.username, email: me.email, password: me.password } })
+    t.equal(again.statusCode, 201, 'same username and e-mail register again')
+    t.not(again.json().id, me.id, 'as a new user')
+  })
+
+  t.test("another user's record: 403 and it stays", async (t) => {
+    const me = await registerAndLogin(app)
+    const other = await registerAndLogin(app)
+    assertProblem(t, await injectAs(app, me, { method: 'DELETE', url: `/api/user/${other.id}` }), 403, 'FORBIDDEN')
+    t.equal((await injectAs(app, other, { method: 'GET', url: `/api/user/${other.id}` })).statusCode, 200)
+  })
+
+  t.test('without a token: 401; a bad id: 400', async (t) => {
+    assertProblem(t, await app.inject({ method: 'DELETE', url: '/api/user/1' }), 401, 'UNAUTHORIZED')
+    const me = await registerAndLogin(app)
+    assertProblem(t, await injectAs(app, me, { method: 'DELETE', url: '/api/user/x' }), 400, 'VALIDATION_FAILED')
+  })
+})
