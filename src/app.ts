@@ -33,6 +33,9 @@ export interface BuildAppOptions {
 export async function buildApp (options: BuildAppOptions): Promise<FastifyInstance> {
   const { config } = options
   const app = Fastify({ ...serverOptions(config, options.logStream), ...options.fastify }).withTypeProvider<TypeBoxTypeProvider>()
+  // The API speaks JSON only: without this, Fastify's built-in text/plain parser would
+  // hand a string to the JSON schemas (a 400) where the right answer is 415.
+  app.removeContentTypeParser('text/plain')
   app.setValidatorCompiler(createValidatorCompiler())
   app.addHook('onRoute', strictIntegerStrings)
 

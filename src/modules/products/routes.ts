@@ -9,7 +9,7 @@ import { CreateProductBody, Product, ProductPage } from './schemas.js'
 export const productRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const products = productsRepository(app.prisma)
 
-  app.get('/', {
+  app.get('', {
     schema: {
       tags: ['products'],
       summary: 'List products, oldest first, a page at a time',
@@ -31,7 +31,7 @@ export const productRoutes: FastifyPluginAsyncTypebox = async (app) => {
     return product
   })
 
-  app.post('/', {
+  app.post('', {
     onRequest: app.authenticate,
     schema: {
       tags: ['products'],

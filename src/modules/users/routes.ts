@@ -25,7 +25,7 @@ function ownRecord (request: FastifyRequest, id: number): PublicUser {
 export const userRoutes: FastifyPluginAsyncTypebox<UserRoutesOptions> = async (app, options) => {
   const service = usersService(app)
 
-  app.post('/', {
+  app.post('', {
     config: { rateLimit: options.rateLimit },
     schema: {
       tags: ['users'],

@@ -1,0 +1,112 @@
+/** HTTP-level behaviour shared by every route: error shape, limits, headers, logs, docs. */
+import { Writable } from 'node:stream'
+import t from 'tap'
+import { assertProblem } from './helpers/assertions.js'
+import { build, injectAs, newUser, registerAndLogin } from './helpers/build.js'
+
+t.test('bad requests answer precise 4xx problem details', async (t) => {
+  const app = await build(t, { env: { BODY_LIMIT: '4096' } })
+  const json = { 'content-type': 'application/json' }
+
+  t.test('malformed JSON: 400 MALFORMED_JSON', async (t) => {
+    for (const payload of ['{', '{"username": "a",}', 'nul', '"unterminated', '{"a":1}{"b":2}']) {
+      assertProblem(t, await app.inject({ method: 'POST', url: '/api/user', headers: json, payload }), 400, 'MALFORMED_JSON')
+    }
+  })
+  t.test('empty JSON body: 400', async (t) => {
+    assertProblem(t, await app.inject({ method: 'POST', url: '/api/user', headers: json, payload: '' }), 400, 'MALFORMED_JSON')
+  })
+  t.test('prototype poisoning: 400', async (t) => {
+    const body = JSON.stringify(newUser())
+    for (const key of ['__proto__', 'constructor']) {
+      const payload = body.replace('{', `{"${key}":{"prototype":{"admin":true},"admin":true},`)
+      const res = await app.inject({ method: 'POST', url: '/api/user', headers: json, payload })
+      t.equal(res.statusCode, 400, key)
+      t.match(res.headers['content-type'], /problem\+json/)
+    }
+    t.equal(({} as Record<string, unknown>).admin, undefined, 'Object.prototype untouched')
+  })
+  t.test('unsupported content type: 415', async (t) => {
+    for (const type of ['text/plain', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x', 'application/xml']) {
+      assertProblem(t, await app.inject({ method: 'POST', url: '/api/user', headers: { 'content-type': type }, payload: 'username=a' }), 415, 'UNSUPPORTED_MEDIA_TYPE')
+    }
+  })
+  t.test('body over the limit: 413, before any work', async (t) => {
+    const res = await app.inject({ method: 'POST', url: '/api/user', headers: json, payload: JSON.stringify({ ...newUser(), pad: 'x'.repeat(5000) }) })
+    assertProblem(t, res, 413, 'PAYLOAD_TOO_LARGE')
+  })
+  t.test('unknown route: 404 NOT_FOUND', async (t) => {
+    const res = await app.inject({ method: 'GET', url: '/api/nothing-here?x=1' })
+    const problem = assertProblem(t, res, 404, 'NOT_FOUND')
+    t.equal(problem.instance, '/api/nothing-here', 'instance is the path, without the query')
+    assertProblem(t, await app.inject({ method: 'PUT', url: '/api/product' }), 404, 'NOT_FOUND')
+  })
+  t.test('validation errors name the part and the field', async (t) => {
+    const problem = assertProblem(t, await app.inject({ method: 'POST', url: '/api/user', payload: { ...newUser(), email: 5 } }), 400, 'VALIDATION_FAILED')
+    t.same(problem.errors, [{ in: 'body', field: '/email', message: 'must be string' }])
+    t.equal(problem.detail, 'Invalid request body: /email must be string')
+    const query = assertProblem(t, await app.inject({ method: 'GET', url: '/api/product?limit=0x10' }), 400, 'VALIDATION_FAILED')
+    t.same(query.errors, [{ in: 'querystring', field: '/limit', message: 'must be a decimal integer' }])
+  })
+})
+
+t.test('a failing dependency is a 500 with a generic detail, logged once with its stack', async (t) => {
+  const lines: string[] = []
+  const logStream = new Writable({ write (chunk, _enc, done) { lines.push(...String(chunk).trim().split('\n')); done() } })
+  const app = await build(t, { env: { LOG_LEVEL: 'info' }, logStream })
+  app.prisma.product.findMany = (async () => { throw new Error('boom: secret internals') }) as never
+  const res = await app.inject({ method: 'GET', url: '/api/product' })
+  const problem = assertProblem(t, res, 500, 'INTERNAL')
+  t.notMatch(res.body, /boom|secret internals/, 'the cause stays in the logs')
+  const errors = lines.map((l) => JSON.parse(l)).filter((l) => l.level >= 50)
+  t.equal(errors.length, 1, 'one error log')
+  t.match(errors[0], { reqId: problem.requestId, err: { message: 'boom: secret internals' } })
+  t.match(errors[0].err.stack, /boom/)
+})
+
+t.test('logs never hold passwords, tokens or cookies', async (t) => {
+  const lines: string[] = []
+  const logStream = new Writable({ write (chunk, _enc, done) { lines.push(String(chunk)); done() } })
+  const app = await build(t, { env: { LOG_LEVEL: 'trace' }, logStream })
+  const me = await registerAndLogin(app)
+  await injectAs(app, me, { method: 'GET', url: `/api/user/${me.id}`, headers: { cookie: 'session=cookie-secret-value' } })
+  await app.inject({ method: 'POST', url: '/api/auth/login', payload: { username: me.username, password: 'wrong password here' } })
+  app.log.info({ password: 'logged-password', user: { password: 'nested-password', passwordHash: '$2b$04$abc' }, token: me.token }, 'an object with secrets')
+  const log = lines.join('')
+  t.ok(log.includes('"password":"[redacted]"'), 'password fields are redacted, not dropped silently')
+  for (const secret of [me.password, me.token, 'cookie-secret-value', 'logged-password', 'nested-password', '$2b$04$abc', 'wrong password here']) {
+    t.notOk(log.includes(secret), `not in the logs: ${secret.slice(0, 12)}…`)
+  }
+})
+
+t.test('every response carries security headers and its request id', async (t) => {
+  const app = await build(t)
+  const a = await app.inject({ method: 'GET', url: '/health/live' })
+  const b = await app.inject({ method: 'GET', url: '/health/live' })
+  t.match(a.headers['x-request-id'], /^[0-9a-f-]{36}$/)
+  t.not(a.headers['x-request-id'], b.headers['x-request-id'])
+  const own = await app.inject({ method: 'GET', url: '/health/live', headers: { 'x-request-id': 'forged\nline' } })
+  t.not(own.headers['x-request-id'], 'forged\nline', 'a client-sent id is not trusted')
+  t.equal(a.headers['x-content-type-options'], 'nosniff')
+  t.ok(a.headers['strict-transport-security'])
+  t.ok(a.headers['content-security-policy'])
+  t.equal(a.headers['x-frame-options'], 'SAMEORIGIN')
+  t.notOk(a.headers['x-powered-by'])
+})
+
+t.test('health and OpenAPI', async (t) => {
+  const app = await build(t)
+  t.same((await app.inject({ method: 'GET', url: '/health/live' })).json(), { status: 'ok' })
+  t.same((await app.inject({ method: 'GET', url: '/health/ready' })).json(), { status: 'ok' })
+  const page = await app.inject({ method: 'GET', url: '/docs' })
+  t.equal(page.statusCode, 200)
+  t.match(page.body, /swagger-ui/i)
+  const doc = (await app.inject({ method: 'GET', url: '/docs/json' })).json()
+  t.equal(doc.openapi.slice(0, 2), '3.')
+  for (const path of ['/api/auth/register', '/api/auth/login', '/api/user', '/api/user/{id}', '/api/product', '/api/product/{id}', '/health/ready']) {
+    t.ok(doc.paths[path], `documents ${path}`)
+  }
+  t.same(doc.paths['/api/user/{id}'].get.security, [{ bearerAuth: [] }])
+  t.ok(doc.paths['/api/user/{id}'].get.responses['403'], 'error responses documented')
+  t.notMatch(JSON.stringify(doc.paths['/api/user/{id}'].get.responses['200']), /passwordHash/)
+})
