@@ -1,0 +1,31 @@
+/**
+ * Runs the Prisma CLI with the project's prisma.config.ts (no native engines) and a given
+ * DATABASE_URL. The CLI's adapter connects even for commands that only compute SQL, so
+ * every call needs a reachable PostgreSQL.
+ */
+import { spawn } from 'node:child_process'
+import { createRequire } from 'node:module'
+import path from 'node:path'
+import { fileURLToPath } from 'node:url'
+
+export const PROJECT_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..')
+const require = createRequire(import.meta.url)
+
+export interface CliResult { code: number, stdout: string, stderr: string }
+
+export async function prismaCli (args: string[], databaseUrl: string): Promise<CliResult> {
+  const cli = path.join(path.dirname(require.resolve('prisma/package.json')), 'build', 'index.js')
+  return await new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [cli, ...args], {
+      cwd: PROJECT_ROOT,
+      env: { ...process.env, DATABASE_URL: databaseUrl, PRISMA_HIDE_UPDATE_MESSAGE: '1' },
+      stdio: ['ignore', 'pipe', 'pipe']
+    })
+    let stdout = ''
+    let stderr = ''
+    child.stdout.on('data', (chunk) => { stdout += chunk })
+    child.stderr.on('data', (chunk) => { stderr += chunk })
+    child.on('error', reject)
+    child.on('close', (code) => resolve({ code: code ?? 1, stdout, stderr }))
+  })
+}

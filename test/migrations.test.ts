@@ -1,0 +1,49 @@
+/**
+ * The migrations and the Prisma schema describe the same database: the SQL Prisma derives
+ * from schema.prisma alone is applied to one empty database, prisma/migrations to another
+ * (the template of scripts/test.ts), and their catalogs are compared.
+ */
+import { randomBytes } from 'node:crypto'
+import pg from 'pg'
+import t from 'tap'
+import { prismaCli } from '../src/db/prisma-cli.js'
+import { adminUrl, createTestDatabase, databaseUrl, sqlClient } from './helpers/database.js'
+
+async function catalog (client: pg.Client): Promise<Record<string, unknown[]>> {
+  const q = async (sql: string) => (await client.query(sql)).rows
+  return {
+    extensions: await q("SELECT extname FROM pg_extension WHERE extname <> 'plpgsql' ORDER BY 1"),
+    columns: await q(`SELECT table_name, column_name, data_type, udt_name, is_nullable, column_default,
+                             character_maximum_length, numeric_precision, datetime_precision
+                        FROM information_schema.columns
+                       WHERE table_schema = 'public' AND table_name <> '_prisma_migrations'
+                       ORDER BY table_name, column_name`),
+    indexes: await q("SELECT tablename, indexname, indexdef FROM pg_indexes WHERE schemaname = 'public' AND tablename <> '_prisma_migrations' ORDER BY 1, 2"),
+    constraints: await q(`SELECT c.conrelid::regclass::text AS table_name, c.conname, pg_get_constraintdef(c.oid) AS definition
+                            FROM pg_constraint c JOIN pg_namespace n ON n.oid = c.connamespace
+                           WHERE n.nspname = 'public' AND c.conrelid::regclass::text <> '_prisma_migrations'
+                           ORDER BY 1, 2`)
+  }
+}
+
+t.test('prisma/migrations and prisma/schema.prisma agree', async (t) => {
+  const migrated = await sqlClient(t, await createTestDatabase(t))
+
+  const name = `ups_schema_${randomBytes(6).toString('hex')}`
+  const admin = new pg.Client({ connectionString: adminUrl() })
+  await admin.connect()
+  await admin.query(`CREATE DATABASE ${name}`)
+  t.teardown(async () => {
+    await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
+    await admin.end()
+  })
+  const fromSchemaUrl = databaseUrl(name)
+  const diff = await prismaCli(['migrate', 'diff', '--from-empty', '--to-schema-datamodel', 'prisma/schema.prisma', '--script'], fromSchemaUrl)
+  t.equal(diff.code, 0, diff.stderr)
+  const fromSchema = await sqlClient(t, fromSchemaUrl)
+  await fromSchema.query(diff.stdout)
+
+  const expected = await catalog(fromSchema)
+  t.ok(expected.columns!.length > 10, 'the schema has tables')
+  t.same(await catalog(migrated), expected)
+})
