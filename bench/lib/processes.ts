@@ -1,0 +1,77 @@
+/**
+ * Servers under test run in child processes, so the load generator (autocannon, in the
+ * bench process) never shares their event loop. A child is ready when `readyPath` answers
+ * 200; it is stopped with SIGTERM (the service closes gracefully) and killed if it lingers.
+ */
+import { spawn, type ChildProcess } from 'node:child_process'
+import { closeSync, openSync } from 'node:fs'
+import path from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { freePort } from '../../src/db/embedded.js'
+
+export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..')
+
+export interface ServerSpec {
+  /** A TypeScript entry, relative to the repository root. */
+  entry: string
+  env?: Record<string, string>
+  /** Extra node flags (e.g. `--cpu-prof`). */
+  nodeArgs?: string[]
+  /** stdout and stderr go here (the service logs to stdout); /dev/null by default. */
+  logFile?: string
+  readyPath?: string
+}
+
+export interface RunningServer {
+  url: string
+  port: number
+  pid: number
+  stop: () => Promise<void>
+}
+
+async function waitForExit (child: ChildProcess, ms: number): Promise<boolean> {
+  if (child.exitCode !== null || child.signalCode !== null) return true
+  return await new Promise((resolve) => {
+    const timer = setTimeout(() => resolve(false), ms)
+    child.once('exit', () => { clearTimeout(timer); resolve(true) })
+  })
+}
+
+export async function startServer (spec: ServerSpec): Promise<RunningServer> {
+  const port = await freePort()
+  const out = openSync(spec.logFile ?? '/dev/null', 'a')
+  const child = spawn(process.execPath, [...(spec.nodeArgs ?? []), '--import', 'tsx', spec.entry], {
+    cwd: ROOT,
+    env: { ...process.env, ...spec.env, HOST: '127.0.0.1', PORT: String(port) },
+    stdio: ['ignore', out, out]
+  })
+  closeSync(out)
+  // If the bench dies, its servers die with it.
+  const killOnExit = (): void => { child.kill('SIGKILL') }
+  process.once('exit', killOnExit)
+  const url = `http://127.0.0.1:${port}`
+  let exited: string | undefined
+  child.once('exit', (code, signal) => {
+    exited = `exit code ${code}, signal ${signal}`
+    process.removeListener('exit', killOnExit)
+  })
+
+  const stop = async (): Promise<void> => {
+    if (exited !== undefined) return
+    child.kill('SIGTERM')
+    if (!await waitForExit(child, 20_000)) {
+      child.kill('SIGKILL')
+      await waitForExit(child, 5000)
+    }
+  }
+
+  const deadline = Date.now() + 90_000
+  for (;;) {
+    if (exited !== undefined) throw new Error(`${spec.entry} stopped before it was ready (${exited}); see ${spec.logFile ?? 'its output'}`)
+    if (Date.now() > deadline) { await stop(); throw new Error(`${spec.entry} not ready after 90 s`) }
+    const ready = await fetch(url + (spec.readyPath ?? '/'), { signal: AbortSignal.timeout(2000) }).then((r) => r.ok, () => false)
+    if (ready) break
+    await new Promise((resolve) => setTimeout(resolve, 200))
+  }
+  return { url, port, pid: child.pid ?? -1, stop }
+}

@@ -1,0 +1,101 @@
+/**
+ * The service under load: its production settings for the bench, a pool of users with
+ * tokens, and the autocannon request definitions of each case.
+ */
+import type autocannon from 'autocannon'
+
+export const BENCH_SECRET = 'bench-secret-0123456789-abcdefghijklmnopqrstuvwxyz'
+export const BENCH_PASSWORD = 'correct horse battery staple'
+
+/**
+ * Production settings: NODE_ENV=production, logs at info (pino on stdout, which the
+ * bench sends to a file), bcrypt cost 10, the default pool size. Only the rate limit of
+ * registration and login is raised, or the login case would measure 429s.
+ */
+export function serviceEnv (databaseUrl: string, overrides: Record<string, string> = {}): Record<string, string> {
+  return {
+    NODE_ENV: 'production',
+    SECRET: BENCH_SECRET,
+    DATABASE_URL: databaseUrl,
+    LOG_LEVEL: 'info',
+    BCRYPT_COST: '10',
+    RATE_LIMIT_AUTH_MAX: '1000000000',
+    MIGRATE_ON_START: 'false', // the bench migrated its database already
+    ...overrides
+  }
+}
+
+export interface BenchUser {
+  id: number
+  username: string
+  token: string
+}
+
+async function postJson (url: string, body: unknown): Promise<{ status: number, json: Record<string, unknown> }> {
+  const response = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) })
+  return { status: response.status, json: await response.json() as Record<string, unknown> }
+}
+
+/** Registers `count` users (or finds them registered) and logs each in. */
+export async function userPool (baseUrl: string, count: number, tag = 'pool'): Promise<BenchUser[]> {
+  const users: BenchUser[] = []
+  for (let i = 0; i < count; i++) {
+    const username = `bench_${tag}_${i}`
+    const created = await postJson(`${baseUrl}/api/user`, { username, email: `${username}@example.com`, password: BENCH_PASSWORD })
+    if (created.status !== 201 && created.status !== 409) throw new Error(`register ${username}: ${created.status} ${JSON.stringify(created.json)}`)
+    const login = await postJson(`${baseUrl}/api/auth/login`, { username, password: BENCH_PASSWORD })
+    if (login.status !== 200) throw new Error(`login ${username}: ${login.status} ${JSON.stringify(login.json)}`)
+    users.push({ id: Number(login.json.userId), username, token: String(login.json.token) })
+  }
+  return users
+}
+
+function roundRobin<T> (items: readonly T[]): () => T {
+  let next = 0
+  return () => items[next++ % items.length]!
+}
+
+/** GET /api/user/:id, each request as the next user of the pool with that user's token. */
+export function getUserRequests (users: readonly BenchUser[]): autocannon.Request[] {
+  const next = roundRobin(users)
+  return [{
+    method: 'GET',
+    setupRequest: (request) => {
+      const user = next()
+      return { ...request, path: `/api/user/${user.id}`, headers: { ...request.headers, authorization: `Bearer ${user.token}` } }
+    }
+  }]
+}
+
+/** The raw-pg reference reads the same rows. */
+export function rawPgRequests (users: readonly BenchUser[]): autocannon.Request[] {
+  const next = roundRobin(users)
+  return [{ method: 'GET', setupRequest: (request) => ({ ...request, path: `/user/${next().id}` }) }]
+}
+
+const json = { 'content-type': 'application/json' }
+
+/** POST /api/auth/login with the right password, as the next user of the pool. */
+export function loginRequests (users: readonly BenchUser[]): autocannon.Request[] {
+  const next = roundRobin(users)
+  return [{
+    method: 'POST',
+    path: '/api/auth/login',
+    headers: json,
+    setupRequest: (request) => ({ ...request, body: JSON.stringify({ username: next().username, password: BENCH_PASSWORD }) })
+  }]
+}
+
+/** POST /api/user with a new username and e-mail on every request. */
+export function registerRequests (tag: string): autocannon.Request[] {
+  let counter = 0
+  return [{
+    method: 'POST',
+    path: '/api/user',
+    headers: json,
+    setupRequest: (request) => {
+      const username = `bench_${tag}_${++counter}`
+      return { ...request, body: JSON.stringify({ username, email: `${username}@example.com`, password: BENCH_PASSWORD }) }
+    }
+  }]
+}
