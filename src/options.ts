@@ -3,8 +3,10 @@
  * the test helper alike, so tests run the service as it runs in production.
  */
 import { randomUUID } from 'node:crypto'
+import type { ServerOptions } from 'node:http'
 import type { FastifyServerOptions } from 'fastify'
 import type { Config } from './config.js'
+import { clientErrorHandler } from './lib/client-error.js'
 
 /** Log paths never written: credentials in headers and any password in a logged object. */
 export const REDACTED_PATHS = [
@@ -22,6 +24,41 @@ export const REDACTED_PATHS = [
 ]
 
 /**
+ * How long a client may take, in ms. Node checks the header and request deadlines every
+ * `checkInterval` ms, so a stalled client is dropped at most that much later.
+ * - headers: from the first byte of a request to the end of its headers (slowloris);
+ * - request: from the first byte to the end of the body (a client that stops mid-body);
+ * - keepAlive: how long an idle kept-alive connection stays open between requests
+ *   (above the 60 s idle timeout of common load balancers, so they close first);
+ * - idle: socket inactivity at any time; 0 leaves it to the three above.
+ */
+export interface HttpTimeouts {
+  headers: number
+  request: number
+  keepAlive: number
+  idle: number
+  checkInterval: number
+}
+
+export const HTTP_TIMEOUTS: HttpTimeouts = {
+  headers: 10_000,
+  request: 30_000,
+  keepAlive: 72_000,
+  idle: 0,
+  checkInterval: 2_000
+}
+
+/** The Fastify (and Node http) options for these timeouts; tests pass shorter ones. */
+export function timeoutOptions (timeouts: HttpTimeouts): Pick<FastifyServerOptions, 'connectionTimeout' | 'requestTimeout' | 'keepAliveTimeout'> & { http: ServerOptions } {
+  return {
+    connectionTimeout: timeouts.idle,
+    requestTimeout: timeouts.request,
+    keepAliveTimeout: timeouts.keepAlive,
+    http: { headersTimeout: timeouts.headers, connectionsCheckingInterval: timeouts.checkInterval }
+  }
+}
+
+/**
  * @param logStream where logs go (default stdout); tests pass a stream to read them.
  */
 export function serverOptions (config: Pick<Config, 'LOG_LEVEL' | 'BODY_LIMIT' | 'TRUST_PROXY' | 'NODE_ENV'>, logStream?: NodeJS.WritableStream): FastifyServerOptions {
@@ -37,11 +74,15 @@ export function serverOptions (config: Pick<Config, 'LOG_LEVEL' | 'BODY_LIMIT' |
     requestIdHeader: false,
     genReqId: () => randomUUID(),
     // Slow or stalled clients do not hold a connection forever.
-    connectionTimeout: 0,
-    requestTimeout: 30_000,
-    keepAliveTimeout: 72_000,
+    ...timeoutOptions(HTTP_TIMEOUTS),
+    // Timeouts and malformed HTTP answer problem details too.
+    clientErrorHandler,
     routerOptions: { maxParamLength: 200, ignoreTrailingSlash: true },
-    return503OnClosing: true,
+    // On close: no new connections, idle ones are closed, and a request that still
+    // arrives on a busy kept-alive connection is served in full (answered with
+    // `Connection: close`) rather than refused with Fastify's non-problem 503 body.
+    // The database closes only after the last request (onClose hooks run after).
+    return503OnClosing: false,
     forceCloseConnections: 'idle'
   }
 }

@@ -1,13 +1,18 @@
 /**
  * Maps database errors to answers: a unique violation is a 409 (also when two
  * registrations race, since the database decides), a missing row a 404, an unreachable
- * database a 503 that the client may retry.
+ * database a 503 that the client may retry. A missing table or column is a 503 too: it
+ * means the migrations have not been applied yet (the server applies them in the
+ * background once the database answers, src/db/migrate-on-start.ts); the error handler
+ * still logs it at error level, so a real schema bug does not go unseen.
  */
 interface Classified { status: number, code: string, detail: string }
 
 /** PostgreSQL SQLSTATE classes and Node socket errors that mean "the database is not there". */
 const UNAVAILABLE_SQLSTATE = /^(08|57P0|53)/
 const UNAVAILABLE_ERRNO = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EHOSTUNREACH', 'EAI_AGAIN'])
+/** Undefined table / column: the schema lags the code (migrations pending). */
+const SCHEMA_SQLSTATE = new Set(['42P01', '42703'])
 
 /**
  * The fields of a violated unique constraint. Through the pg adapter Prisma reports the
@@ -39,12 +44,15 @@ export function classifyDatabaseError (error: unknown): Classified | undefined {
       return { status: 404, code: 'NOT_FOUND', detail: 'The record does not exist' }
     case 'P1001': case 'P1002': case 'P1017': case 'P2024':
       return unavailable()
+    case 'P2021': case 'P2022':
+      return schemaNotReady()
   }
   const cause = e.cause ?? e.meta?.driverAdapterError?.cause ?? {}
   const sqlState = String(cause.originalCode ?? cause.code ?? e.originalCode ?? '')
+  if (SCHEMA_SQLSTATE.has(sqlState)) return schemaNotReady()
   const errno = String(cause.code ?? e.errno ?? e.code ?? '')
   if (UNAVAILABLE_SQLSTATE.test(sqlState) || UNAVAILABLE_ERRNO.has(errno) || cause.kind === 'DatabaseNotReachable' ||
-      /Can't reach database|Connection terminated|connect ECONNREFUSED|terminating connection/.test(String(e.message))) {
+      /Can't reach database|Connection terminated|connect ECONNREFUSED|terminating connection|timeout exceeded when trying to connect|Client has encountered a connection error/.test(String(e.message))) {
     return unavailable()
   }
   return undefined
@@ -52,4 +60,8 @@ export function classifyDatabaseError (error: unknown): Classified | undefined {
 
 function unavailable (): Classified {
   return { status: 503, code: 'SERVICE_UNAVAILABLE', detail: 'The database is unavailable; retry shortly' }
+}
+
+function schemaNotReady (): Classified {
+  return { status: 503, code: 'SERVICE_UNAVAILABLE', detail: 'The database schema is not ready (migrations pending); retry shortly' }
 }
