@@ -9,6 +9,11 @@ import { registerReplyDecorators } from './reply/index.js'
 import { registerRequestDecorators } from './request/index.js'
 
 export type { ContextOptions } from './options.js'
+export * from './request/errors.js'
+export type {
+  ClientHelloInfo, ContextRange, ContextRoute, ContextUserContext, FormFile, MultipartForm, ParserDecoderConfig, ParserType
+} from './request/index.js'
+export { negotiateCharset, negotiateEncoding, negotiateLanguage, negotiateMedia } from './negotiation.js'
 
 function resolveOptions (options: ContextOptions): ResolvedContextOptions {
   const subdomainOffset = options.subdomainOffset ?? 2
@@ -22,7 +27,10 @@ function resolveOptions (options: ContextOptions): ResolvedContextOptions {
     immutable: options.immutable ?? false,
     proxyHeader: options.proxyHeader?.toLowerCase(),
     enableSplittingOnParsers: options.enableSplittingOnParsers ?? false,
-    subdomainOffset
+    subdomainOffset,
+    rawBody: options.rawBody ?? true,
+    xml: options.xml ?? false,
+    parserDecoder: options.parserDecoder
   }
 }
 

@@ -1,3 +1,5 @@
+import type { ParserDecoderConfig } from './request/parser-decoder.js'
+
 /** Options of the context plugin: the application settings of SPEC.md. */
 export interface ContextOptions {
   /**
@@ -12,6 +14,16 @@ export interface ContextOptions {
   enableSplittingOnParsers?: boolean
   /** SPEC.md "subdomain offset": labels dropped from the right by `subdomains()`. @default 2 */
   subdomainOffset?: number
+  /**
+   * Keep a copy of each request body for `request.bodyRaw()` / `decodedBody()` (one extra copy,
+   * at most bodyLimit bytes, released with the request). Multipart bodies are never kept.
+   * @default true
+   */
+  rawBody?: boolean
+  /** Register a content-type parser for application/xml and text/xml (the text, for `bodyParser`). @default false */
+  xml?: boolean
+  /** SPEC.md "Parser configuration" of the binders, app-wide (later: `app.setParserDecoder`). */
+  parserDecoder?: ParserDecoderConfig
 }
 
 export interface ResolvedContextOptions {
@@ -19,4 +31,7 @@ export interface ResolvedContextOptions {
   proxyHeader: string | undefined
   enableSplittingOnParsers: boolean
   subdomainOffset: number
+  rawBody: boolean
+  xml: boolean
+  parserDecoder: ParserDecoderConfig | undefined
 }

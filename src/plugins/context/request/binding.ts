@@ -1,0 +1,326 @@
+/**
+ * SPEC.md binders: ParamsParser, QueryParser, ReqHeaderParser, CookieParser, BodyParser.
+ * Each takes a TypeBox schema (an object schema plays the part of the original's tagged
+ * struct) and returns the typed, validated, coerced value, or throws BindError (400, with
+ * Ajv-style `validation` entries, so the service's error handler lists the fields) or
+ * UnsupportedBodyTypeError (415).
+ *
+ * String sources (params, query, headers, cookies, form fields) go through the parser
+ * decoder (parser-decoder.ts): the alias keyword picks the source key of each top-level
+ * property, arrays take every value (split on commas: headers always, query only with
+ * `enableSplittingOnParsers`), integers and numbers must be plain decimals, booleans take Go's
+ * spellings (1/0, t/f, true/false in three cases), empty values follow `zeroEmpty`, unknown
+ * keys follow `ignoreUnknownKeys`, and properties with `parserType` go through their converter
+ * once the schema accepted the string. Then Ajv (coerceTypes 'array', useDefaults) validates.
+ * JSON bodies are validated as sent (no coercion, like Go's encoding/json); XML values are
+ * strings and are coerced. Schemas are compiled once each (WeakMap by schema object).
+ */
+import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv'
+import formats from 'ajv-formats'
+import type { FastifyInstance, FastifyRequest } from 'fastify'
+import { XMLParser, XMLValidator } from 'fast-xml-parser'
+import { fastifyCookie } from '@fastify/cookie'
+import type { Static, TSchema } from 'typebox'
+import type { ResolvedContextOptions } from '../options.js'
+import { BindError, MalformedXmlError, UnsupportedBodyTypeError } from './errors.js'
+import { formValues } from './forms.js'
+import type { ParserDecoder } from './parser-decoder.js'
+import { parseBoolean, parseFloatStrict, parseInteger, searchParams } from './params-query.js'
+import { kParserDecoder } from './state.js'
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** SPEC.md ParamsParser: route parameters bound to `schema` (alias keyword `params`). */
+    paramsParser: <S extends TSchema>(schema: S) => Static<S>
+    /** SPEC.md QueryParser: query parameters bound to `schema` (alias keyword `query`). */
+    queryParser: <S extends TSchema>(schema: S) => Static<S>
+    /** SPEC.md ReqHeaderParser: request headers bound to `schema`, names case-insensitive (alias keyword `reqHeader`). */
+    reqHeaderParser: <S extends TSchema>(schema: S) => Static<S>
+    /** SPEC.md CookieParser: cookies bound to `schema` (alias keyword `cookie`). */
+    cookieParser: <S extends TSchema>(schema: S) => Static<S>
+    /** SPEC.md BodyParser: the body bound to `schema` by Content-Type (json, xml, form); 415 for other types. */
+    bodyParser: <S extends TSchema>(schema: S) => Static<S>
+  }
+}
+
+type Issue = Pick<ErrorObject, 'instancePath' | 'keyword' | 'params' | 'message'>
+
+/** How a string source is read. */
+interface Source {
+  /** Words for the error message. */
+  label: string
+  /** `validationContext` of the error, as Fastify names the parts. */
+  context: string
+  /** Alias keyword of this source. */
+  tag: string
+  caseInsensitive: boolean
+  /** Split array values on commas. */
+  split: boolean
+  trimSplit: boolean
+  /** Which value a scalar property takes when the key is repeated. */
+  pick: 'first' | 'last' | 'join'
+  /** Whether `ignoreUnknownKeys: false` applies. */
+  checkUnknown: boolean
+}
+
+interface PropertySchema {
+  type?: unknown
+  items?: PropertySchema
+  parserType?: unknown
+  [keyword: string]: unknown
+}
+
+function makeAjv (coerce: boolean): Ajv {
+  const ajv = new Ajv({ allErrors: true, useDefaults: true, coerceTypes: coerce ? 'array' : false, strict: false })
+  ;(formats as unknown as (ajv: Ajv) => void)(ajv)
+  return ajv
+}
+
+const coercing = makeAjv(true)
+const strict = makeAjv(false)
+const compiled = { coercing: new WeakMap<object, ValidateFunction>(), strict: new WeakMap<object, ValidateFunction>() }
+
+function validatorFor (schema: TSchema, coerce: boolean): ValidateFunction {
+  const cache = coerce ? compiled.coercing : compiled.strict
+  let validate = cache.get(schema)
+  if (validate === undefined) {
+    validate = (coerce ? coercing : strict).compile(schema as object)
+    cache.set(schema, validate)
+  }
+  return validate
+}
+
+function propertiesOf (schema: TSchema): Record<string, PropertySchema> | undefined {
+  const properties = (schema as { properties?: unknown }).properties
+  return typeof properties === 'object' && properties !== null ? properties as Record<string, PropertySchema> : undefined
+}
+
+function sourceName (property: string, schema: PropertySchema, tag: string, decoder: ParserDecoder): string {
+  const alias = schema[decoder.aliasTag ?? tag]
+  return typeof alias === 'string' && alias !== '' ? alias : property
+}
+
+function typeOf (schema: PropertySchema | undefined): string | undefined {
+  return typeof schema?.type === 'string' ? schema.type : undefined
+}
+
+function zeroOf (schema: PropertySchema | undefined): unknown {
+  switch (typeOf(schema)) {
+    case 'integer': case 'number': return 0
+    case 'boolean': return false
+    case 'array': return []
+    default: return ''
+  }
+}
+
+/** One string to the property's type; an Issue when it cannot be. */
+function convert (value: string, schema: PropertySchema | undefined, path: string): unknown {
+  if (schema?.parserType !== undefined) return value
+  switch (typeOf(schema)) {
+    case 'integer': return parseInteger(value) ?? issue(path, 'type', 'must be an integer')
+    case 'number': return parseFloatStrict(value) ?? issue(path, 'type', 'must be a number')
+    case 'boolean': return parseBoolean(value) ?? issue(path, 'type', 'must be a boolean')
+    default: return value
+  }
+}
+
+class IssueMarker {
+  constructor (readonly issue: Issue) {}
+}
+
+function issue (instancePath: string, keyword: string, message: string): IssueMarker {
+  return new IssueMarker({ instancePath, keyword, params: {}, message })
+}
+
+function fail (source: Pick<Source, 'label' | 'context'>, issues: Issue[]): never {
+  const summary = issues.map((i) => `${i.instancePath || '(whole)'} ${i.message ?? 'is invalid'}`).join('; ')
+  throw Object.assign(new BindError(source.label, summary), { validation: issues, validationContext: source.context })
+}
+
+/** Runs the parser decoder over string sources: the object Ajv then validates. */
+function decode (entries: Map<string, string[]>, schema: TSchema, source: Source, decoder: ParserDecoder): Record<string, unknown> {
+  const properties = propertiesOf(schema)
+  const input: Record<string, unknown> = {}
+  const issues: Issue[] = []
+  if (properties === undefined) {
+    for (const [key, values] of entries) input[key] = pick(values, source)
+    return input
+  }
+  const used = new Set<string>()
+  for (const [property, propertySchema] of Object.entries(properties)) {
+    const name = sourceName(property, propertySchema, source.tag, decoder)
+    const key = source.caseInsensitive ? name.toLowerCase() : name
+    let values = entries.get(key)
+    if (values === undefined) continue
+    used.add(key)
+    const path = `/${property}`
+    if (typeOf(propertySchema) === 'array') {
+      if (source.split) values = values.flatMap((value) => value.split(',').map((part) => source.trimSplit ? part.trim() : part))
+      const items: unknown[] = []
+      values.forEach((value, index) => {
+        if (value === '') {
+          if (decoder.zeroEmpty) items.push(zeroOf(propertySchema.items))
+          return
+        }
+        const converted = convert(value, propertySchema.items, `${path}/${index}`)
+        if (converted instanceof IssueMarker) issues.push(converted.issue)
+        else items.push(converted)
+      })
+      if (items.length > 0 || decoder.zeroEmpty) input[property] = items
+      continue
+    }
+    const value = pick(values, source)
+    if (value === '') {
+      if (decoder.zeroEmpty) input[property] = zeroOf(propertySchema)
+      continue
+    }
+    const converted = convert(value, propertySchema, path)
+    if (converted instanceof IssueMarker) issues.push(converted.issue)
+    else input[property] = converted
+  }
+  if (!decoder.ignoreUnknownKeys && source.checkUnknown) {
+    for (const key of entries.keys()) {
+      if (!used.has(key)) issues.push({ instancePath: `/${key}`, keyword: 'additionalProperties', params: { additionalProperty: key }, message: 'is not a known key' })
+    }
+  }
+  if (issues.length > 0) fail(source, issues)
+  return input
+}
+
+function pick (values: string[], source: Source): string {
+  if (source.pick === 'join') return values.join(', ')
+  return (source.pick === 'first' ? values[0] : values[values.length - 1]) ?? ''
+}
+
+/** Renames top-level keys of an object body from their alias to the property name. */
+function renameAliases (body: unknown, schema: TSchema, tag: string, decoder: ParserDecoder): unknown {
+  const properties = propertiesOf(schema)
+  if (properties === undefined || typeof body !== 'object' || body === null || Array.isArray(body)) return body
+  const input: Record<string, unknown> = { ...(body as Record<string, unknown>) }
+  for (const [property, propertySchema] of Object.entries(properties)) {
+    const name = sourceName(property, propertySchema, tag, decoder)
+    if (name !== property && name in input) {
+      input[property] = input[name]
+      delete input[name]
+    }
+  }
+  return input
+}
+
+/** Ajv, then the custom-type converters of top-level properties (and array items). */
+function validate<S extends TSchema> (input: unknown, schema: S, coerce: boolean, source: Pick<Source, 'label' | 'context'>, decoder: ParserDecoder): Static<S> {
+  const check = validatorFor(schema, coerce)
+  if (!check(input)) fail(source, (check.errors ?? []) as Issue[])
+  const properties = propertiesOf(schema)
+  if (properties === undefined || decoder.converters.size === 0 || typeof input !== 'object' || input === null) return input as Static<S>
+  const record = input as Record<string, unknown>
+  const issues: Issue[] = []
+  const run = (value: unknown, type: unknown, path: string): unknown => {
+    const converter = typeof type === 'string' ? decoder.converters.get(type) : undefined
+    if (converter === undefined || typeof value !== 'string') return value
+    try {
+      return converter(value)
+    } catch (error) {
+      issues.push({ instancePath: path, keyword: 'parserType', params: { parserType: type }, message: `cannot be converted: ${(error as Error).message}` })
+      return value
+    }
+  }
+  for (const [property, propertySchema] of Object.entries(properties)) {
+    const value = record[property]
+    if (value === undefined) continue
+    if (Array.isArray(value) && propertySchema.items?.parserType !== undefined) {
+      record[property] = value.map((item, index) => run(item, propertySchema.items?.parserType, `/${property}/${index}`))
+    } else if (propertySchema.parserType !== undefined) {
+      record[property] = run(value, propertySchema.parserType, `/${property}`)
+    }
+  }
+  if (issues.length > 0) fail(source, issues)
+  return record as Static<S>
+}
+
+function entriesOf (record: Record<string, string | string[] | undefined>, lowerCase = false): Map<string, string[]> {
+  const entries = new Map<string, string[]>()
+  for (const [key, value] of Object.entries(record)) {
+    if (value === undefined) continue
+    entries.set(lowerCase ? key.toLowerCase() : key, Array.isArray(value) ? value.map(String) : [String(value)])
+  }
+  return entries
+}
+
+const xmlParser = new XMLParser({ ignoreAttributes: true, parseTagValue: false, trimValues: true })
+
+function parseXml (body: unknown): unknown {
+  if (typeof body === 'object' && body !== null && !Buffer.isBuffer(body)) return body
+  const text = Buffer.isBuffer(body) ? body.toString('utf8') : typeof body === 'string' ? body : ''
+  const valid = XMLValidator.validate(text)
+  if (valid !== true) throw new MalformedXmlError(valid.err.msg)
+  const document = xmlParser.parse(text) as Record<string, unknown>
+  // Bind the root element's children, as Go's xml.Unmarshal into a struct does.
+  const roots = Object.keys(document).filter((key) => !key.startsWith('?'))
+  if (roots.length !== 1) throw new MalformedXmlError('expected one root element')
+  const root = document[roots[0] as string]
+  return typeof root === 'object' && root !== null ? root : {}
+}
+
+const SOURCES = {
+  params: { label: 'path parameters', context: 'params', tag: 'params', caseInsensitive: false, split: false, trimSplit: false, pick: 'first', checkUnknown: true },
+  query: { label: 'query string', context: 'querystring', tag: 'query', caseInsensitive: false, split: false, trimSplit: false, pick: 'last', checkUnknown: true },
+  headers: { label: 'headers', context: 'headers', tag: 'reqHeader', caseInsensitive: true, split: true, trimSplit: true, pick: 'join', checkUnknown: false },
+  cookies: { label: 'cookies', context: 'cookies', tag: 'cookie', caseInsensitive: false, split: false, trimSplit: false, pick: 'first', checkUnknown: true },
+  form: { label: 'request body', context: 'body', tag: 'form', caseInsensitive: false, split: false, trimSplit: false, pick: 'first', checkUnknown: true }
+} satisfies Record<string, Source>
+
+export function registerBinding (app: FastifyInstance, options: ResolvedContextOptions): void {
+  const decoderOf = (request: FastifyRequest): ParserDecoder => request.server[kParserDecoder].current
+  const querySource: Source = { ...SOURCES.query, split: options.enableSplittingOnParsers }
+
+  function bindStrings<S extends TSchema> (request: FastifyRequest, schema: S, entries: Map<string, string[]>, source: Source): Static<S> {
+    const decoder = decoderOf(request)
+    return validate(decode(entries, schema, source, decoder), schema, true, source, decoder)
+  }
+
+  app.decorateRequest('paramsParser', function <S extends TSchema>(this: FastifyRequest, schema: S): Static<S> {
+    return bindStrings(this, schema, entriesOf((this.params ?? {}) as Record<string, string>), SOURCES.params)
+  })
+
+  app.decorateRequest('queryParser', function <S extends TSchema>(this: FastifyRequest, schema: S): Static<S> {
+    const entries = new Map<string, string[]>()
+    for (const [key, value] of searchParams(this)) {
+      const list = entries.get(key)
+      if (list === undefined) entries.set(key, [value])
+      else list.push(value)
+    }
+    return bindStrings(this, schema, entries, querySource)
+  })
+
+  app.decorateRequest('reqHeaderParser', function <S extends TSchema>(this: FastifyRequest, schema: S): Static<S> {
+    return bindStrings(this, schema, entriesOf(this.raw.headersDistinct as Record<string, string[] | undefined>), SOURCES.headers)
+  })
+
+  app.decorateRequest('cookieParser', function <S extends TSchema>(this: FastifyRequest, schema: S): Static<S> {
+    const cookies = (this as { cookies?: Record<string, string | undefined> }).cookies ??
+      fastifyCookie.parse(typeof this.headers.cookie === 'string' ? this.headers.cookie : '')
+    return bindStrings(this, schema, entriesOf(cookies), SOURCES.cookies)
+  })
+
+  app.decorateRequest('bodyParser', function <S extends TSchema>(this: FastifyRequest, schema: S): Static<S> {
+    const header = this.headers['content-type']
+    const type = typeof header === 'string' ? (header.split(';')[0] ?? '').trim().toLowerCase() : ''
+    const decoder = decoderOf(this)
+    const source = SOURCES.form
+    switch (type) {
+      case 'application/json':
+        return validate(renameAliases(structuredClone(this.body), schema, 'json', decoder), schema, false, source, decoder)
+      case 'application/xml':
+      case 'text/xml':
+        return validate(renameAliases(parseXml(this.body), schema, 'xml', decoder), schema, true, source, decoder)
+      case 'application/x-www-form-urlencoded':
+      case 'multipart/form-data': {
+        const values = formValues(this) ?? {}
+        return bindStrings(this, schema, new Map(Object.entries(values)), source)
+      }
+      default:
+        throw new UnsupportedBodyTypeError(type === '' ? 'no Content-Type' : type)
+    }
+  })
+}

@@ -1,0 +1,257 @@
+/**
+ * SPEC.md "Request reading". Operations Fastify already has with the same meaning are not
+ * wrapped (hostname, host, protocol, originalUrl, raw, server...): docs/context-api.md says
+ * which native API provides each.
+ */
+import { isIP } from 'node:net'
+import type { TLSSocket } from 'node:tls'
+import type { FastifyInstance, FastifyRequest, RouteHandlerMethod } from 'fastify'
+import freshLib from 'fresh'
+import { lookup } from 'mime-types'
+import parseRange from 'range-parser'
+import type { ResolvedContextOptions } from '../options.js'
+import { hasBody } from './body.js'
+import { ClientGoneError, RangeMalformedError, RangeNotSatisfiableError, RangeSizeError } from './errors.js'
+import { stateOf } from './state.js'
+
+/** SPEC.md "Range": the unit and the byte ranges, `end` inclusive, in the order requested. */
+export interface ContextRange {
+  type: string
+  ranges: Array<{ start: number, end: number }>
+}
+
+/** What Node exposes of a TLS handshake (the original's ClientHelloInfo has more; Node keeps no more). */
+export interface ClientHelloInfo {
+  /** SNI server name sent by the client, or undefined without SNI. */
+  serverName: string | undefined
+  /** Negotiated protocol version, e.g. `TLSv1.3`. */
+  protocol: string | null
+  /** Negotiated ALPN protocol, e.g. `http/1.1`, or false when none was negotiated. */
+  alpnProtocol: string | false | null
+  /** Negotiated cipher suite. */
+  cipher: { name: string, standardName: string, version: string }
+  /** Signature algorithms shared by client and server (TLS 1.2+), most preferred first. */
+  signatureAlgorithms: string[]
+}
+
+/** The matched route (SPEC.md Route: method, path, params, handlers). */
+export interface ContextRoute {
+  method: string | string[] | undefined
+  /** The route pattern as registered, prefix included (undefined for the 404 handler). */
+  path: string | undefined
+  params: Record<string, string>
+  /** Fastify has one handler per route; hooks are listed by `app.printRoutes({ includeHooks: true })`. */
+  handler: RouteHandlerMethod
+  config: unknown
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** SPEC.md Get: header value by case-insensitive name; `defaultValue` (else '') when absent. */
+    get: (key: string, defaultValue?: string) => string
+    /** SPEC.md GetReqHeaders: lower-cased names to every value received for them. */
+    getReqHeaders: () => Record<string, string[]>
+    /** SPEC.md Method: the method; with an argument replaces it (upper-cased). Not `method`: Fastify's getter. */
+    requestMethod: (override?: string) => string
+    /** SPEC.md Path: the path part of the URL, as received (not decoded); with an argument replaces it. */
+    path: (override?: string) => string
+    /** SPEC.md BaseURL: `protocol://host`. */
+    baseURL: () => string
+    /** SPEC.md Secure: true over TLS (`protocol === 'https'`). */
+    secure: () => boolean
+    /** SPEC.md IP: the client address; with the `proxyHeader` option, the first address of that header. Not `ip`: Fastify's getter. */
+    ipAddress: () => string
+    /** SPEC.md IPs: the addresses of X-Forwarded-For as listed. Not `ips`: Fastify's needs trustProxy and differs. */
+    forwardedIps: () => string[]
+    /** SPEC.md IsFromLocal: the connection comes from a loopback address (IPv4 or IPv6). */
+    isFromLocal: () => boolean
+    /** SPEC.md Subdomains: host labels nearest-to-root first, less the first `offset` (default: option subdomainOffset). */
+    subdomains: (offset?: number) => string[]
+    /** SPEC.md XHR: X-Requested-With is XMLHttpRequest (case-insensitive). */
+    xhr: () => boolean
+    /** SPEC.md Is: the request has a body whose Content-Type is the type of `extension` (`json`, `.json`, or a full type). */
+    is: (extension: string) => boolean
+    /** SPEC.md Fresh: the client's cached copy is fresh (GET/HEAD, 2xx/304, ETag / Last-Modified set on the reply). */
+    fresh: () => boolean
+    /** SPEC.md Stale: !fresh(). */
+    stale: () => boolean
+    /** SPEC.md Range: the Range header for a resource of `size` bytes; throws RangeNotSatisfiableError / RangeMalformedError. */
+    range: (size: number) => ContextRange
+    /** SPEC.md ClientHelloInfo: TLS handshake details, or null on a plain connection. */
+    clientHelloInfo: () => ClientHelloInfo | null
+    /** SPEC.md Route: the matched route. */
+    route: () => ContextRoute
+    /** SPEC.md App: the Fastify instance (its settings: `app().contextOptions`). */
+    app: () => FastifyInstance
+    /** SPEC.md Context: a signal that aborts (reason ClientGoneError) when the client goes away before the response is sent. */
+    context: () => AbortSignal
+  }
+  interface FastifyInstance {
+    /** The context plugin's resolved settings (SPEC.md "Application settings named in the interface"). */
+    contextOptions: Readonly<ResolvedContextOptions>
+  }
+}
+
+const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/
+const LOOPBACK = /^(?:127(?:\.\d{1,3}){3}|::1|::ffff:127(?:\.\d{1,3}){3}|0{0,4}(?::0{0,4}){6}:0{0,3}1)$/i
+
+function headerText (value: string | string[] | number | undefined): string | undefined {
+  if (value === undefined) return undefined
+  return Array.isArray(value) ? value.join(', ') : String(value)
+}
+
+export function registerReading (app: FastifyInstance, options: ResolvedContextOptions): void {
+  app.decorate('contextOptions', Object.freeze({ ...options }))
+
+  app.decorateRequest('get', function (this: FastifyRequest, key: string, defaultValue?: string): string {
+    return headerText(this.headers[key.toLowerCase()]) ?? defaultValue ?? ''
+  })
+
+  app.decorateRequest('getReqHeaders', function (this: FastifyRequest): Record<string, string[]> {
+    const headers: Record<string, string[]> = {}
+    for (const [name, values] of Object.entries(this.raw.headersDistinct)) {
+      if (values !== undefined) headers[name] = [...values]
+    }
+    return headers
+  })
+
+  app.decorateRequest('requestMethod', function (this: FastifyRequest, override?: string): string {
+    if (override !== undefined) {
+      if (typeof override !== 'string' || !TOKEN.test(override)) throw new TypeError(`requestMethod: "${String(override)}" is not an HTTP method token`)
+      this.raw.method = override.toUpperCase()
+    }
+    return this.raw.method as string
+  })
+
+  app.decorateRequest('path', function (this: FastifyRequest, override?: string): string {
+    const url = this.raw.url ?? '/'
+    const queryAt = url.indexOf('?')
+    if (override !== undefined) {
+      if (typeof override !== 'string' || !override.startsWith('/')) throw new TypeError('path: the override must start with "/"')
+      // Fastify's originalUrl reads raw.originalUrl, else raw.url: pin it before raw.url changes.
+      ;(this.raw as { originalUrl?: string }).originalUrl ??= this.originalUrl
+      this.raw.url = override + (queryAt === -1 ? '' : url.slice(queryAt))
+      return override
+    }
+    return queryAt === -1 ? url : url.slice(0, queryAt)
+  })
+
+  app.decorateRequest('baseURL', function (this: FastifyRequest): string {
+    return `${this.protocol}://${this.host}`
+  })
+
+  app.decorateRequest('secure', function (this: FastifyRequest): boolean {
+    return this.protocol === 'https'
+  })
+
+  app.decorateRequest('ipAddress', function (this: FastifyRequest): string {
+    if (options.proxyHeader !== undefined) {
+      const first = headerText(this.headers[options.proxyHeader])?.split(',')[0]?.trim()
+      if (first) return first
+    }
+    return this.ip
+  })
+
+  app.decorateRequest('forwardedIps', function (this: FastifyRequest): string[] {
+    const header = headerText(this.headers['x-forwarded-for'])
+    if (header === undefined) return []
+    return header.split(',').map((address) => address.trim()).filter((address) => address !== '')
+  })
+
+  app.decorateRequest('isFromLocal', function (this: FastifyRequest): boolean {
+    return LOOPBACK.test(this.raw.socket?.remoteAddress ?? '')
+  })
+
+  app.decorateRequest('subdomains', function (this: FastifyRequest, offset: number = options.subdomainOffset): string[] {
+    if (!Number.isInteger(offset) || offset < 0) throw new TypeError('subdomains: offset must be a whole number >= 0')
+    const hostname = this.hostname.replace(/\.$/, '')
+    if (hostname === '' || hostname.startsWith('[') || isIP(hostname) !== 0) return []
+    return hostname.split('.').reverse().slice(offset)
+  })
+
+  app.decorateRequest('xhr', function (this: FastifyRequest): boolean {
+    return headerText(this.headers['x-requested-with'])?.toLowerCase() === 'xmlhttprequest'
+  })
+
+  app.decorateRequest('is', function (this: FastifyRequest, extension: string): boolean {
+    if (!hasBody(this)) return false
+    const contentType = headerText(this.headers['content-type'])
+    if (contentType === undefined) return false
+    const actual = (contentType.split(';')[0] ?? '').trim().toLowerCase()
+    const wanted = extension.includes('/') ? extension.trim().toLowerCase() : lookup(extension)
+    if (wanted === false || actual === '') return false
+    if (wanted.endsWith('/*')) return actual.startsWith(wanted.slice(0, -1))
+    return actual === wanted
+  })
+
+  app.decorateRequest('fresh', function (this: FastifyRequest): boolean {
+    if (this.raw.method !== 'GET' && this.raw.method !== 'HEAD') return false
+    const reply = stateOf(this).reply
+    const status = reply.statusCode
+    if (!((status >= 200 && status < 300) || status === 304)) return false
+    return freshLib(this.headers, {
+      etag: headerText(reply.getHeader('etag')),
+      'last-modified': headerText(reply.getHeader('last-modified'))
+    })
+  })
+
+  app.decorateRequest('stale', function (this: FastifyRequest): boolean {
+    return !this.fresh()
+  })
+
+  app.decorateRequest('range', function (this: FastifyRequest, size: number): ContextRange {
+    if (!Number.isSafeInteger(size) || size < 0) throw new RangeSizeError(String(size))
+    const header = headerText(this.headers.range)
+    if (header === undefined || header.trim() === '') throw new RangeMalformedError('no Range header')
+    const parsed = parseRange(size, header, { combine: false })
+    if (parsed === -2) throw new RangeMalformedError(header)
+    if (parsed === -1) throw new RangeNotSatisfiableError()
+    return { type: parsed.type, ranges: parsed.map(({ start, end }) => ({ start, end })) }
+  })
+
+  app.decorateRequest('clientHelloInfo', function (this: FastifyRequest): ClientHelloInfo | null {
+    const socket = this.raw.socket as TLSSocket | null
+    if (socket === null || socket.encrypted !== true) return null
+    const servername = (socket as TLSSocket & { servername?: string | false }).servername
+    return {
+      serverName: typeof servername === 'string' ? servername : undefined,
+      protocol: socket.getProtocol(),
+      alpnProtocol: socket.alpnProtocol ?? null,
+      cipher: socket.getCipher(),
+      signatureAlgorithms: socket.getSharedSigalgs()
+    }
+  })
+
+  app.decorateRequest('route', function (this: FastifyRequest): ContextRoute {
+    const route = this.routeOptions
+    return {
+      method: route.method,
+      path: route.url,
+      params: { ...(this.params as Record<string, string>) },
+      handler: route.handler,
+      config: route.config
+    }
+  })
+
+  app.decorateRequest('app', function (this: FastifyRequest): FastifyInstance {
+    return this.server
+  })
+
+  app.decorateRequest('context', function (this: FastifyRequest): AbortSignal {
+    const state = stateOf(this)
+    if (state.abort === undefined) {
+      const controller = new AbortController()
+      state.abort = controller
+      const response = state.reply.raw
+      // Fastify's own request.signal also fires once the request body has been read (Node's
+      // IncomingMessage 'close'), mid-handler: here only a connection closed before the
+      // response was sent counts.
+      const onClose = (): void => {
+        if (!response.writableFinished) controller.abort(new ClientGoneError())
+      }
+      if (response.destroyed || this.raw.socket?.destroyed === true) onClose()
+      else response.once('close', onClose)
+    }
+    return state.abort.signal
+  })
+}
