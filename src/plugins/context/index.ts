@@ -5,7 +5,7 @@
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
 import type { ContextOptions, ResolvedContextOptions } from './options.js'
-import { registerReplyDecorators } from './reply/index.js'
+import { registerReplyDecorators, resolveReplyOptions } from './reply/index.js'
 import { registerRequestDecorators } from './request/index.js'
 
 export type { ContextOptions } from './options.js'
@@ -13,6 +13,12 @@ export * from './request/errors.js'
 export type {
   ClientHelloInfo, ContextRange, ContextRoute, ContextUserContext, FormFile, MultipartForm, ParserDecoderConfig, ParserType
 } from './request/index.js'
+export * from './reply/errors.js'
+export type {
+  ClearCookieOptions, CookieRecord, FilesOptions, RedirectBackOptions, RedirectToRouteParams, ReplyOptions, RouteParamValue,
+  Storage, UploadedFile, UploadedFilePart, ViewData, ViewsOptions
+} from './reply/index.js'
+export { FileSystemStorage, MemoryStorage } from './reply/index.js'
 export { negotiateCharset, negotiateEncoding, negotiateLanguage, negotiateMedia } from './negotiation.js'
 
 function resolveOptions (options: ContextOptions): ResolvedContextOptions {
@@ -30,7 +36,8 @@ function resolveOptions (options: ContextOptions): ResolvedContextOptions {
     subdomainOffset,
     rawBody: options.rawBody ?? true,
     xml: options.xml ?? false,
-    parserDecoder: options.parserDecoder
+    parserDecoder: options.parserDecoder,
+    reply: resolveReplyOptions(options)
   }
 }
 

@@ -1,7 +1,11 @@
+import type { ReplyOptions, ResolvedReplyOptions } from './reply/options.js'
 import type { ParserDecoderConfig } from './request/parser-decoder.js'
 
-/** Options of the context plugin: the application settings of SPEC.md. */
-export interface ContextOptions {
+/**
+ * Options of the context plugin: the application settings of SPEC.md, and the response
+ * side's (files, views, cookie, redirectBackOrigins: src/plugins/context/reply/options.ts).
+ */
+export interface ContextOptions extends ReplyOptions {
   /**
    * SPEC.md "Immutable". In JavaScript strings are immutable already; see
    * docs/context-api.md for what it changes (Buffers handed out are copies).
@@ -34,4 +38,5 @@ export interface ResolvedContextOptions {
   rawBody: boolean
   xml: boolean
   parserDecoder: ParserDecoderConfig | undefined
+  reply: ResolvedReplyOptions
 }

@@ -1,0 +1,108 @@
+/**
+ * Uploads: SPEC.md SaveFile and SaveFileToStorage. The file is what @fastify/multipart
+ * hands out (`await request.file()`, the parts of `request.files()`, or fields of
+ * `attachFieldsToBody`), what `request.formFile()` returns, a Buffer, or a readable stream.
+ *
+ * A destination with a `..` segment or a NUL byte is refused (UnsafeUploadPathError, 400),
+ * so a path built from the client's file name (`uploads/${file.filename}`) cannot climb out
+ * of its folder. Build such paths by joining strings, not with `path.resolve`, which would
+ * remove the `..` before it is seen.
+ */
+import { createWriteStream } from 'node:fs'
+import { rm, writeFile } from 'node:fs/promises'
+import { Readable } from 'node:stream'
+import { pipeline } from 'node:stream/promises'
+import type { FastifyInstance, FastifyReply } from 'fastify'
+import { ContextArgumentError, UploadTooLargeError } from './errors.js'
+import { assertSafePath, type Storage } from './storage.js'
+
+/**
+ * A file part: @fastify/multipart's (a stream `file` and a buffering `toBuffer`) or the
+ * context plugin's `request.formFile()` result (its bytes in `data`).
+ */
+export interface UploadedFilePart {
+  file?: Readable & { truncated?: boolean }
+  toBuffer?: () => Promise<Buffer>
+  data?: Uint8Array
+}
+
+export type UploadedFile = UploadedFilePart | Buffer | Uint8Array | Readable
+
+declare module 'fastify' {
+  interface FastifyReply {
+    /** SPEC.md SaveFile: writes the uploaded file to `path` on disk (replacing a file there). */
+    saveFile: (file: UploadedFile, path: string) => Promise<void>
+    /** SPEC.md SaveFileToStorage: stores the uploaded file under `path` in `storage`. */
+    saveFileToStorage: (file: UploadedFile, path: string, storage: Storage) => Promise<void>
+  }
+}
+
+function isUnreadStream (value: unknown): value is Readable & { truncated?: boolean } {
+  return value instanceof Readable && !value.readableEnded && !value.destroyed
+}
+
+function checkTruncated (stream: { truncated?: boolean } | undefined): void {
+  if (stream?.truncated === true) throw new UploadTooLargeError()
+}
+
+/** The file's bytes, in memory. */
+async function contents (file: UploadedFile): Promise<Buffer> {
+  if (file instanceof Uint8Array) return Buffer.from(file)
+  if (file instanceof Readable) {
+    const chunks: Buffer[] = []
+    for await (const chunk of file) chunks.push(Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk as string))
+    checkTruncated(file as { truncated?: boolean })
+    return Buffer.concat(chunks)
+  }
+  if (file !== null && typeof file === 'object') {
+    if (file.data instanceof Uint8Array) return Buffer.from(file.data)
+    if (typeof file.toBuffer === 'function') {
+      try {
+        return await file.toBuffer()
+      } catch (error) {
+        // @fastify/multipart's RequestFileTooLargeError
+        if ((error as { code?: string }).code === 'FST_REQ_FILE_TOO_LARGE') throw new UploadTooLargeError()
+        throw error
+      }
+    }
+    if (isUnreadStream(file.file)) return await contents(file.file)
+  }
+  throw new ContextArgumentError('saveFile takes a multipart file, a Buffer or a readable stream')
+}
+
+/** The stream to copy from, when the file is (or holds) one not read yet. */
+function unreadStream (file: UploadedFile): (Readable & { truncated?: boolean }) | undefined {
+  if (file instanceof Readable) return file
+  if (file !== null && typeof file === 'object' && !(file instanceof Uint8Array) && isUnreadStream(file.file)) return file.file
+  return undefined
+}
+
+async function saveFile (this: FastifyReply, file: UploadedFile, destination: string): Promise<void> {
+  assertSafePath(destination)
+  const stream = unreadStream(file)
+  if (stream === undefined) {
+    await writeFile(destination, await contents(file))
+    return
+  }
+  // Stream to disk; a part cut at the size limit leaves no half-written file behind.
+  try {
+    await pipeline(stream, createWriteStream(destination))
+    checkTruncated(stream)
+  } catch (error) {
+    await rm(destination, { force: true })
+    throw error
+  }
+}
+
+async function saveFileToStorage (this: FastifyReply, file: UploadedFile, destination: string, storage: Storage): Promise<void> {
+  assertSafePath(destination)
+  if (storage === null || typeof storage !== 'object' || typeof storage.set !== 'function') {
+    throw new ContextArgumentError('saveFileToStorage needs a storage with set/get/delete')
+  }
+  await storage.set(destination, await contents(file))
+}
+
+export function registerUploadDecorators (app: FastifyInstance): void {
+  app.decorateReply('saveFile', saveFile)
+  app.decorateReply('saveFileToStorage', saveFileToStorage)
+}
