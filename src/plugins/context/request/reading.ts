@@ -108,9 +108,12 @@ export function registerReading (app: FastifyInstance, options: ResolvedContextO
   })
 
   app.decorateRequest('getReqHeaders', function (this: FastifyRequest): Record<string, string[]> {
-    const headers: Record<string, string[]> = {}
-    for (const [name, values] of Object.entries(this.raw.headersDistinct)) {
-      if (values !== undefined) headers[name] = [...values]
+    // From rawHeaders (name, value, name, value...): one entry per header line as received.
+    const headers: Record<string, string[]> = Object.create(null)
+    const raw = this.raw.rawHeaders
+    for (let i = 0; i + 1 < raw.length; i += 2) {
+      const name = (raw[i] as string).toLowerCase()
+      ;(headers[name] ??= []).push(raw[i + 1] as string)
     }
     return headers
   })
@@ -203,7 +206,11 @@ export function registerReading (app: FastifyInstance, options: ResolvedContextO
     if (!Number.isSafeInteger(size) || size < 0) throw new RangeSizeError(String(size))
     const header = headerText(this.headers.range)
     if (header === undefined || header.trim() === '') throw new RangeMalformedError('no Range header')
-    const parsed = parseRange(size, header, { combine: false })
+    // RFC 9110 14.1.3: a suffix longer than the representation selects all of it (range-parser
+    // would call it unsatisfiable): clamp such suffixes before parsing.
+    const clamped = header.replace(/(=|,)(\s*)-(\d+)(?=\s*(?:,|$))/g, (match, separator: string, space: string, length: string) =>
+      Number(length) > size ? `${separator}${space}-${size}` : match)
+    const parsed = parseRange(size, clamped, { combine: false })
     if (parsed === -2) throw new RangeMalformedError(header)
     if (parsed === -1) throw new RangeNotSatisfiableError()
     return { type: parsed.type, ranges: parsed.map(({ start, end }) => ({ start, end })) }

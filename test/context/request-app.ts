@@ -1,0 +1,19 @@
+/** A bare Fastify app with just the context plugin, for the request-side tests (no database). */
+import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify'
+import context, { type ContextOptions } from '../../src/plugins/context/index.js'
+
+interface Tap { teardown: (fn: () => unknown) => void }
+
+export async function contextApp (
+  t: Tap,
+  setup: (app: FastifyInstance) => void | Promise<void>,
+  options: ContextOptions = {},
+  fastify: FastifyServerOptions = {}
+): Promise<FastifyInstance> {
+  const app = Fastify(fastify)
+  t.teardown(() => app.close())
+  await app.register(context, options)
+  await setup(app)
+  await app.ready()
+  return app
+}
