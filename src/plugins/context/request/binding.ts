@@ -143,8 +143,9 @@ function decode (entries: Map<string, string[]>, schema: TSchema, source: Source
   const input: Record<string, unknown> = {}
   const issues: Issue[] = []
   if (properties === undefined) {
-    for (const [key, values] of entries) input[key] = pick(values, source)
-    return input
+    const record: Record<string, unknown> = Object.create(null)
+    for (const [key, values] of entries) record[key] = pick(values, source)
+    return record
   }
   const used = new Set<string>()
   for (const [property, propertySchema] of Object.entries(properties)) {

@@ -86,7 +86,7 @@ export function registerParamsQuery (app: FastifyInstance): void {
   })
 
   app.decorateRequest('allParams', function (this: FastifyRequest): Record<string, string> {
-    const all: Record<string, string> = {}
+    const all: Record<string, string> = Object.create(null)
     for (const [key, value] of Object.entries((this.params ?? {}) as Record<string, string>)) {
       if (key === '*' || key === '+') {
         if (!(`${key}1` in all)) all[`${key}1`] = value
@@ -110,7 +110,8 @@ export function registerParamsQuery (app: FastifyInstance): void {
   })
 
   app.decorateRequest('queries', function (this: FastifyRequest): Record<string, string> {
-    const all: Record<string, string> = {}
+    // Null prototype: a `__proto__` key is a key like any other.
+    const all: Record<string, string> = Object.create(null)
     for (const [key, value] of searchParams(this)) all[key] = value
     return all
   })
