@@ -10,6 +10,8 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify'
 import type { Config } from './config.js'
 import { createValidatorCompiler, strictIntegerStrings } from './lib/validation.js'
+import { adminApiKeyScheme } from './modules/admin/api-keys.js'
+import { adminRoutes } from './modules/admin/routes.js'
 import { authRoutes } from './modules/auth/routes.js'
 import { healthRoutes } from './modules/health/routes.js'
 import { productRoutes } from './modules/products/routes.js'
@@ -59,7 +61,7 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
   await app.register(fastifySwagger, {
     openapi: {
       info: { title: 'User and product service', version: '0.1.0', description: 'Users, JWT login and products. Errors are RFC 9457 problem details.' },
-      components: { securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' } } }
+      components: { securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' }, adminApiKey: adminApiKeyScheme } }
     }
   })
   await app.register(fastifySwaggerUi, { routePrefix: '/docs' })
@@ -73,6 +75,7 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
   await app.register(authRoutes, { prefix: '/api/auth', rateLimit, expiresIn: config.JWT_EXPIRES_IN })
   await app.register(userRoutes, { prefix: '/api/user', rateLimit })
   await app.register(productRoutes, { prefix: '/api/product' })
+  await app.register(adminRoutes, { prefix: '/api/admin', apiKeys: config.ADMIN_API_KEYS })
 
   return app
 }

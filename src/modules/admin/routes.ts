@@ -1,0 +1,77 @@
+/**
+ * /api/admin: user and product administration, guarded by key-auth with the keys of
+ * ADMIN_API_KEYS (docs/keyauth.md, "The service's admin routes"). JWTs play no part here,
+ * and the key-auth hook is encapsulated in this plugin: no other route is affected.
+ */
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { NotFound } from '../../lib/problem.js'
+import { problems } from '../../lib/responses.js'
+import { IdParams, Pagination } from '../../lib/schemas.js'
+import keyAuth from '../../plugins/keyauth/index.js'
+import { productsRepository } from '../products/repository.js'
+import { usersRepository } from '../users/repository.js'
+import { adminApiKey, adminKeyAuthOptions } from './api-keys.js'
+import { AdminUserPage } from './schemas.js'
+
+export interface AdminRoutesOptions {
+  /** ADMIN_API_KEYS: comma-separated keys; empty refuses every request. */
+  apiKeys: string
+}
+
+const deleted = { type: 'null', description: 'deleted' } as const
+
+export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async (app, options) => {
+  await app.register(keyAuth, adminKeyAuthOptions(options.apiKeys, app.log))
+  const users = usersRepository(app.prisma)
+  const products = productsRepository(app.prisma)
+
+  app.get('/users', {
+    schema: {
+      tags: ['admin'],
+      summary: 'List users, oldest first, a page at a time',
+      security: adminApiKey,
+      querystring: Pagination,
+      response: { 200: AdminUserPage, ...problems(400, 401) }
+    }
+  }, async (request) => {
+    const { limit, cursor } = request.query
+    // One row more than the page tells whether another page follows.
+    const rows = await users.list({ limit: limit + 1, cursor })
+    const items = rows.slice(0, limit)
+    return { items, nextCursor: rows.length > limit ? items[items.length - 1]!.id : null }
+  })
+
+  app.delete('/users/:id', {
+    schema: {
+      tags: ['admin'],
+      summary: 'Delete a user and their products',
+      security: adminApiKey,
+      params: IdParams,
+      response: { 204: deleted, ...problems(400, 401, 404) }
+    }
+  }, async (request, reply) => {
+    const { id } = request.params
+    try {
+      await users.delete(id)
+    } catch (error) {
+      // Prisma's "record to delete does not exist".
+      if ((error as { code?: unknown }).code === 'P2025') throw new NotFound(`User ${id} does not exist`)
+      throw error
+    }
+    return reply.code(204).send(null)
+  })
+
+  app.delete('/products/:id', {
+    schema: {
+      tags: ['admin'],
+      summary: 'Delete any product',
+      security: adminApiKey,
+      params: IdParams,
+      response: { 204: deleted, ...problems(400, 401, 404) }
+    }
+  }, async (request, reply) => {
+    const { id } = request.params
+    if (!await products.delete(id)) throw new NotFound(`Product ${id} does not exist`)
+    return reply.code(204).send(null)
+  })
+}
