@@ -8,10 +8,13 @@ export async function contextApp (
   t: Tap,
   setup: (app: FastifyInstance) => void | Promise<void>,
   options: ContextOptions = {},
-  fastify: FastifyServerOptions = {}
+  fastify: FastifyServerOptions = {},
+  /** Runs before the context plugin is registered (plugins the app registers first). */
+  before?: (app: FastifyInstance) => void | Promise<void>
 ): Promise<FastifyInstance> {
   const app = Fastify(fastify)
   t.teardown(() => app.close())
+  if (before !== undefined) await before(app)
   await app.register(context, options)
   await setup(app)
   await app.ready()

@@ -4,7 +4,7 @@
  */
 import { execFileSync } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
-import { request as httpsRequest } from 'node:https'
+import { request as httpsRequest, type RequestOptions } from 'node:https'
 import { connect } from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
@@ -38,7 +38,10 @@ t.test('over TLS: clientHelloInfo, protocol https, secure, baseURL', async (t) =
   await app.listen({ port: 0, host: '127.0.0.1' })
   const { port } = app.server.address() as { port: number }
   const body = await new Promise<string>((resolve, reject) => {
-    const req = httpsRequest({ host: '127.0.0.1', port, path: '/tls', servername: 'localhost', ca: cert, ALPNProtocols: ['http/1.1'], minVersion: 'TLSv1.3' }, (res) => {
+    const options: RequestOptions & { ALPNProtocols: string[] } = {
+      host: '127.0.0.1', port, path: '/tls', servername: 'localhost', ca: cert, ALPNProtocols: ['http/1.1'], minVersion: 'TLSv1.3'
+    }
+    const req = httpsRequest(options, (res) => {
       let text = ''
       res.on('data', (chunk) => { text += chunk })
       res.on('end', () => { resolve(text) })

@@ -26,6 +26,7 @@ import { BindError, MalformedXmlError, UnsupportedBodyTypeError } from './errors
 import { formValues } from './forms.js'
 import type { ParserDecoder } from './parser-decoder.js'
 import { parseBoolean, parseFloatStrict, parseInteger, searchParams } from './params-query.js'
+import { headerLines } from './reading.js'
 import { kParserDecoder } from './state.js'
 
 declare module 'fastify' {
@@ -295,7 +296,7 @@ export function registerBinding (app: FastifyInstance, options: ResolvedContextO
   })
 
   app.decorateRequest('reqHeaderParser', function <S extends TSchema>(this: FastifyRequest, schema: S): Static<S> {
-    return bindStrings(this, schema, entriesOf(this.raw.headersDistinct as Record<string, string[] | undefined>), SOURCES.headers)
+    return bindStrings(this, schema, entriesOf(headerLines(this)), SOURCES.headers)
   })
 
   app.decorateRequest('cookieParser', function <S extends TSchema>(this: FastifyRequest, schema: S): Static<S> {

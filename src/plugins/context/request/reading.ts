@@ -100,6 +100,20 @@ function headerText (value: string | string[] | number | undefined): string | un
   return Array.isArray(value) ? value.join(', ') : String(value)
 }
 
+/**
+ * Every header as received, one value per header line, names lower-cased. From rawHeaders
+ * (name, value, name, value...): Node's headersDistinct is missing on injected requests.
+ */
+export function headerLines (request: FastifyRequest): Record<string, string[]> {
+  const headers: Record<string, string[]> = Object.create(null)
+  const raw = request.raw.rawHeaders
+  for (let i = 0; i + 1 < raw.length; i += 2) {
+    const name = (raw[i] as string).toLowerCase()
+    ;(headers[name] ??= []).push(raw[i + 1] as string)
+  }
+  return headers
+}
+
 export function registerReading (app: FastifyInstance, options: ResolvedContextOptions): void {
   app.decorate('contextOptions', Object.freeze({ ...options }))
 
@@ -108,14 +122,7 @@ export function registerReading (app: FastifyInstance, options: ResolvedContextO
   })
 
   app.decorateRequest('getReqHeaders', function (this: FastifyRequest): Record<string, string[]> {
-    // From rawHeaders (name, value, name, value...): one entry per header line as received.
-    const headers: Record<string, string[]> = Object.create(null)
-    const raw = this.raw.rawHeaders
-    for (let i = 0; i + 1 < raw.length; i += 2) {
-      const name = (raw[i] as string).toLowerCase()
-      ;(headers[name] ??= []).push(raw[i + 1] as string)
-    }
-    return headers
+    return headerLines(this)
   })
 
   app.decorateRequest('requestMethod', function (this: FastifyRequest, override?: string): string {
