@@ -25,5 +25,5 @@ export default function run (task: Task): string | boolean {
   if (settings.library === 'bcryptjs') {
     return task.op === 'hash' ? bcryptjs.hashSync(task.password, task.cost) : bcryptjs.compareSync(task.password, task.hash)
   }
-  return task.op === 'hash' ? hashSync(task.password, { cost: task.cost }) : verifySync(task.password, task.hash)
+  return task.op === 'hash' ? hashSync(task.password, task.cost) : verifySync(task.password, task.hash)
 }

@@ -53,7 +53,7 @@ export async function createHasher (variant: Variant, cost: number): Promise<Ben
     case 'bcryptjs-pool-nice': base = pooled({ library: 'bcryptjs', nice: POOL_NICE }, cost); break
     case 'node-rs':
       base = {
-        hash: async (password) => await nativeHash(password, { cost }),
+        hash: async (password) => await nativeHash(password, cost),
         verify: async (password, hash) => await nativeVerify(password, hash),
         close: async () => {}
       }

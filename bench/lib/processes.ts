@@ -4,7 +4,8 @@
  * 200; it is stopped with SIGTERM (the service closes gracefully) and killed if it lingers.
  */
 import { spawn, type ChildProcess } from 'node:child_process'
-import { closeSync, openSync } from 'node:fs'
+import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs'
+import os from 'node:os'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { freePort } from '../../src/db/embedded.js'
@@ -12,12 +13,14 @@ import { freePort } from '../../src/db/embedded.js'
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..')
 
 export interface ServerSpec {
-  /** A TypeScript entry, relative to the repository root. */
+  /** A TypeScript entry, relative to `cwd`. */
   entry: string
+  /** The project folder it runs in; the repository root by default. */
+  cwd?: string
   env?: Record<string, string>
   /** Extra node flags (e.g. `--cpu-prof`). */
   nodeArgs?: string[]
-  /** stdout and stderr go here (the service logs to stdout); /dev/null by default. */
+  /** stdout and stderr go here (the service logs to stdout); a temp file by default. */
   logFile?: string
   readyPath?: string
 }
@@ -39,9 +42,12 @@ async function waitForExit (child: ChildProcess, ms: number): Promise<boolean> {
 
 export async function startServer (spec: ServerSpec): Promise<RunningServer> {
   const port = await freePort()
-  const out = openSync(spec.logFile ?? '/dev/null', 'a')
+  const tempDir = spec.logFile === undefined ? mkdtempSync(path.join(os.tmpdir(), 'ups-bench-server-')) : undefined
+  const logFile = spec.logFile ?? path.join(tempDir!, 'output.log')
+  const removeTemp = (): void => { if (tempDir !== undefined) rmSync(tempDir, { recursive: true, force: true }) }
+  const out = openSync(logFile, 'a')
   const child = spawn(process.execPath, [...(spec.nodeArgs ?? []), '--import', 'tsx', spec.entry], {
-    cwd: ROOT,
+    cwd: spec.cwd ?? ROOT,
     env: { ...process.env, ...spec.env, HOST: '127.0.0.1', PORT: String(port) },
     stdio: ['ignore', out, out]
   })
@@ -57,17 +63,23 @@ export async function startServer (spec: ServerSpec): Promise<RunningServer> {
   })
 
   const stop = async (): Promise<void> => {
-    if (exited !== undefined) return
-    child.kill('SIGTERM')
-    if (!await waitForExit(child, 20_000)) {
-      child.kill('SIGKILL')
-      await waitForExit(child, 5000)
+    if (exited === undefined) {
+      child.kill('SIGTERM')
+      if (!await waitForExit(child, 20_000)) {
+        child.kill('SIGKILL')
+        await waitForExit(child, 5000)
+      }
     }
+    removeTemp()
   }
 
   const deadline = Date.now() + 90_000
   for (;;) {
-    if (exited !== undefined) throw new Error(`${spec.entry} stopped before it was ready (${exited}); see ${spec.logFile ?? 'its output'}`)
+    if (exited !== undefined) {
+      const tail = readFileSync(logFile, 'utf8').split('\n').slice(-15).join('\n')
+      removeTemp()
+      throw new Error(`${spec.entry} stopped before it was ready (${exited}); the end of ${logFile}:\n${tail}`)
+    }
     if (Date.now() > deadline) { await stop(); throw new Error(`${spec.entry} not ready after 90 s`) }
     const ready = await fetch(url + (spec.readyPath ?? '/'), { signal: AbortSignal.timeout(2000) }).then((r) => r.ok, () => false)
     if (ready) break
