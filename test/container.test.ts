@@ -6,16 +6,14 @@
  * flow over real HTTP and a graceful SIGTERM.
  */
 import { execFile, spawn } from 'node:child_process'
-import { randomBytes } from 'node:crypto'
 import { cp, mkdtemp, readFile } from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
 import { promisify } from 'node:util'
-import pg from 'pg'
 import t from 'tap'
 import { freePort } from '../src/db/embedded.js'
 import { PROJECT_ROOT } from '../src/db/prisma-cli.js'
-import { adminUrl, databaseUrl } from './helpers/database.js'
+import { createEmptyDatabase } from './helpers/database.js'
 
 const run = promisify(execFile)
 
@@ -35,14 +33,7 @@ t.test('the Dockerfile start command serves the API with production dependencies
   const installed = JSON.parse((await run('npm', ['ls', '--omit=dev', '--depth=0', '--json'], { cwd: dir, maxBuffer: 1 << 24 })).stdout).dependencies
   t.notOk(installed.tap || installed.typescript || installed.tsx, 'no development dependency is installed')
 
-  const database = `ups_container_${randomBytes(5).toString('hex')}`
-  const admin = new pg.Client({ connectionString: adminUrl() })
-  await admin.connect()
-  await admin.query(`CREATE DATABASE ${database}`)
-  t.teardown(async () => {
-    await admin.query(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`)
-    await admin.end()
-  })
+  const url = await createEmptyDatabase(t)
 
   const command = /CMD \["sh", "-c", "(.+)"\]/.exec(dockerfile)?.[1]
   t.ok(command, 'the start command is read from the Dockerfile')
@@ -53,7 +44,7 @@ t.test('the Dockerfile start command serves the API with production dependencies
       PATH: process.env.PATH,
       HOME: process.env.HOME,
       NODE_ENV: 'production',
-      DATABASE_URL: databaseUrl(database),
+      DATABASE_URL: url,
       SECRET: 'container-test-secret-0123456789-0123456789',
       HOST: '127.0.0.1',
       PORT: String(port),

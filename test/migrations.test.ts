@@ -3,11 +3,10 @@
  * from schema.prisma alone is applied to one empty database, prisma/migrations to another
  * (the template of scripts/test.ts), and their catalogs are compared.
  */
-import { randomBytes } from 'node:crypto'
 import pg from 'pg'
 import t from 'tap'
 import { prismaCli } from '../src/db/prisma-cli.js'
-import { adminUrl, createTestDatabase, databaseUrl, sqlClient } from './helpers/database.js'
+import { createEmptyDatabase, createTestDatabase, sqlClient } from './helpers/database.js'
 
 async function catalog (client: pg.Client): Promise<Record<string, unknown[]>> {
   const q = async (sql: string) => (await client.query(sql)).rows
@@ -29,15 +28,7 @@ async function catalog (client: pg.Client): Promise<Record<string, unknown[]>> {
 t.test('prisma/migrations and prisma/schema.prisma agree', async (t) => {
   const migrated = await sqlClient(t, await createTestDatabase(t))
 
-  const name = `ups_schema_${randomBytes(6).toString('hex')}`
-  const admin = new pg.Client({ connectionString: adminUrl() })
-  await admin.connect()
-  await admin.query(`CREATE DATABASE ${name}`)
-  t.teardown(async () => {
-    await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
-    await admin.end()
-  })
-  const fromSchemaUrl = databaseUrl(name)
+  const fromSchemaUrl = await createEmptyDatabase(t)
   const diff = await prismaCli(['migrate', 'diff', '--from-empty', '--to-schema-datamodel', 'prisma/schema.prisma', '--script'], fromSchemaUrl)
   t.equal(diff.code, 0, diff.stderr)
   const fromSchema = await sqlClient(t, fromSchemaUrl)

@@ -35,6 +35,14 @@ export async function createTestDatabase (t: Teardown): Promise<string> {
   return databaseUrl(name)
 }
 
+/** Creates an empty database (no migrations) and returns its URL; it is dropped at teardown. */
+export async function createEmptyDatabase (t: Teardown): Promise<string> {
+  const name = `ups_empty_${randomBytes(6).toString('hex')}`
+  await admin(`CREATE DATABASE ${name}`)
+  t.teardown(async () => { await admin(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`) })
+  return databaseUrl(name)
+}
+
 /** A plain `pg` client on a test database, to look at rows behind the API's back. */
 export async function sqlClient (t: Teardown, url: string): Promise<pg.Client> {
   const client = new pg.Client({ connectionString: url })
