@@ -92,6 +92,9 @@ export function registerBody (app: FastifyInstance, options: ResolvedContextOpti
     const limit = request.routeOptions.bodyLimit ?? request.server.initialConfig.bodyLimit ?? 1048576
     const output = new PassThrough() as PassThrough & { receivedEncodedLength: number }
     output.receivedEncodedLength = 0
+    // Fastify detaches its listeners once it has answered (e.g. its own 413); a later decoder
+    // error must not become an uncaught 'error' event.
+    output.on('error', () => {})
     const rawChunks: Buffer[] = []
     const stages: Transform[] = [tap((chunk) => {
       output.receivedEncodedLength += chunk.length
@@ -116,9 +119,12 @@ export function registerBody (app: FastifyInstance, options: ResolvedContextOpti
       if (error.code === 'ERR_STREAM_PREMATURE_CLOSE') return error
       return new CorruptBodyError(codings.join(', ') || 'raw')
     }
-    pipeline([payload as Readable, ...stages, output], (error) => {
+    // `output` stays outside the pipeline, so a decoder's error reaches the parser as our
+    // 400/413 rather than as zlib's own error.
+    pipeline([payload as Readable, ...stages], (error) => {
       if (error !== null && error !== undefined && !output.destroyed) output.destroy(failed(error))
     })
+    ;(stages[stages.length - 1] as Transform).pipe(output)
     done(null, output)
   })
 
