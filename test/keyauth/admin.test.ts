@@ -1,0 +1,151 @@
+/** The service's admin routes: key-auth with ADMIN_API_KEYS, on the real database. */
+import { Writable } from 'node:stream'
+import t from 'tap'
+import { build, injectAs, registerAndLogin, TEST_ENV } from '../helpers/build.js'
+
+const [CURRENT, PREVIOUS] = TEST_ENV.ADMIN_API_KEYS!.split(',') as [string, string]
+const admin = (key: string) => ({ authorization: `Bearer ${key}` })
+
+t.test('admin routes', async (t) => {
+  const app = await build(t)
+
+  await t.test('refusals are 401 problem details with the SPEC.md texts', async (t) => {
+    const cases: [string, Record<string, string>, string, string][] = [
+      ['no key', {}, 'API_KEY_MISSING', 'missing or malformed API Key'],
+      ['no scheme', { authorization: CURRENT }, 'API_KEY_MISSING', 'missing or malformed API Key'],
+      ['another header', { 'x-api-key': CURRENT }, 'API_KEY_MISSING', 'missing or malformed API Key'],
+      ['wrong key', admin('admin-key-wrong-0123456789'), 'API_KEY_INVALID', 'Invalid or expired API Key'],
+      ['a key one character short', admin(CURRENT.slice(0, -1)), 'API_KEY_INVALID', 'Invalid or expired API Key']
+    ]
+    for (const [name, headers, code, detail] of cases) {
+      for (const [method, url] of [['GET', '/api/admin/users'], ['DELETE', '/api/admin/users/1'], ['DELETE', '/api/admin/products/1']] as const) {
+        const res = await app.inject({ method, url, headers })
+        t.equal(res.statusCode, 401, `${name}: ${method} ${url}`)
+        t.match(res.json(), { status: 401, code, detail, instance: url.split('?')[0] }, name)
+        t.equal(res.headers['content-type'], 'application/problem+json; charset=utf-8')
+        t.equal(res.headers['www-authenticate'], 'Bearer realm="admin"')
+      }
+    }
+    // The key is checked before anything else: a bad id without a key is still a 401.
+    t.equal((await app.inject({ method: 'DELETE', url: '/api/admin/users/abc' })).statusCode, 401)
+    t.equal((await app.inject({ method: 'DELETE', url: '/api/admin/users/abc', headers: admin(CURRENT) })).statusCode, 400)
+  })
+
+  await t.test('a JWT is not an admin key, and admin keys are not JWTs', async (t) => {
+    const user = await registerAndLogin(app)
+    const res = await injectAs(app, user, { url: '/api/admin/users' })
+    t.equal(res.statusCode, 401)
+    t.equal(res.json().code, 'API_KEY_INVALID')
+    // JWT routes are unaffected by the admin guard.
+    t.equal((await injectAs(app, user, { url: `/api/user/${user.id}` })).statusCode, 200)
+    t.equal((await app.inject({ url: `/api/user/${user.id}`, headers: admin(CURRENT) })).statusCode, 401)
+    t.equal((await app.inject({ url: '/api/product' })).statusCode, 200, 'public routes stay public')
+  })
+
+  await t.test('both keys of the rotation are valid', async (t) => {
+    for (const key of [CURRENT, PREVIOUS]) {
+      const res = await app.inject({ url: '/api/admin/users', headers: admin(key) })
+      t.equal(res.statusCode, 200, key)
+    }
+    t.equal((await app.inject({ url: '/api/admin/users', headers: { authorization: `bearer   ${PREVIOUS}` } })).statusCode, 200, 'scheme case and spacing')
+  })
+
+  await t.test('listing pages through every user, never with a password or its hash', async (t) => {
+    const created = []
+    for (let i = 0; i < 5; i++) created.push(await registerAndLogin(app))
+
+    const seen: number[] = []
+    let cursor: number | null = null
+    let pages = 0
+    do {
+      const url: string = `/api/admin/users?limit=2${cursor === null ? '' : `&cursor=${cursor}`}`
+      const res = await app.inject({ url, headers: admin(CURRENT) })
+      t.equal(res.statusCode, 200)
+      t.notMatch(res.body, /password|\$2[aby]\$/i, 'no password, no hash')
+      const page = res.json() as { items: Record<string, unknown>[], nextCursor: number | null }
+      t.ok(page.items.length <= 2)
+      for (const item of page.items) t.same(Object.keys(item).sort(), ['createdAt', 'email', 'id', 'updatedAt', 'username'])
+      seen.push(...page.items.map((item) => item.id as number))
+      if (page.nextCursor !== null) t.equal(page.nextCursor, seen[seen.length - 1], 'the cursor is the last id of the page')
+      cursor = page.nextCursor
+      pages++
+    } while (cursor !== null && pages < 20)
+
+    t.same(seen, [...seen].sort((a, b) => a - b), 'in id order')
+    t.equal(new Set(seen).size, seen.length, 'no user twice')
+    for (const user of created) t.ok(seen.includes(user.id), `user ${user.id} listed`)
+
+    const all = await app.inject({ url: '/api/admin/users', headers: admin(CURRENT) })
+    t.equal(all.json().items.length, seen.length, 'default limit 20 holds them all in one page')
+    t.equal(all.json().nextCursor, null)
+  })
+
+  await t.test('listing validates its query', async (t) => {
+    for (const query of ['limit=0', 'limit=101', 'limit=abc', 'cursor=-1', 'extra=1']) {
+      const res = await app.inject({ url: `/api/admin/users?${query}`, headers: admin(CURRENT) })
+      t.equal(res.statusCode, 400, query)
+      t.equal(res.json().code, 'VALIDATION_FAILED')
+    }
+    t.equal((await app.inject({ url: '/api/admin/users?limit=100', headers: admin(CURRENT) })).statusCode, 200)
+  })
+
+  await t.test('deleting a user (and their products)', async (t) => {
+    const user = await registerAndLogin(app)
+    const product = await injectAs(app, user, { method: 'POST', url: '/api/product', payload: { title: 'doomed', amount: 1 } })
+    t.equal(product.statusCode, 201)
+
+    const res = await app.inject({ method: 'DELETE', url: `/api/admin/users/${user.id}`, headers: admin(PREVIOUS) })
+    t.equal(res.statusCode, 204)
+    t.equal(res.body, '')
+    t.equal((await injectAs(app, user, { url: `/api/user/${user.id}` })).statusCode, 401, 'their token stops working')
+    t.equal((await app.inject({ url: `/api/product/${product.json().id}` })).statusCode, 404, 'their products are gone')
+
+    const again = await app.inject({ method: 'DELETE', url: `/api/admin/users/${user.id}`, headers: admin(CURRENT) })
+    t.equal(again.statusCode, 404)
+    t.match(again.json(), { code: 'NOT_FOUND', detail: `User ${user.id} does not exist` })
+  })
+
+  await t.test('deleting any product', async (t) => {
+    const owner = await registerAndLogin(app)
+    const product = (await injectAs(app, owner, { method: 'POST', url: '/api/product', payload: { title: 'listed', amount: 5 } })).json()
+    const res = await app.inject({ method: 'DELETE', url: `/api/admin/products/${product.id}`, headers: admin(CURRENT) })
+    t.equal(res.statusCode, 204)
+    t.equal((await app.inject({ url: `/api/product/${product.id}` })).statusCode, 404)
+    t.equal((await injectAs(app, owner, { url: `/api/user/${owner.id}` })).statusCode, 200, 'the owner is untouched')
+
+    const again = await app.inject({ method: 'DELETE', url: `/api/admin/products/${product.id}`, headers: admin(CURRENT) })
+    t.equal(again.statusCode, 404)
+    t.match(again.json(), { code: 'NOT_FOUND', detail: `Product ${product.id} does not exist` })
+  })
+
+  await t.test('the OpenAPI document declares the admin key', async (t) => {
+    const spec = (await app.inject({ url: '/docs/json' })).json()
+    t.match(spec.components.securitySchemes.adminApiKey, { type: 'http', scheme: 'bearer' })
+    for (const [path, method] of [['/api/admin/users', 'get'], ['/api/admin/users/{id}', 'delete'], ['/api/admin/products/{id}', 'delete']]) {
+      const operation = spec.paths[path!]?.[method!]
+      t.same(operation?.tags, ['admin'], `${method} ${path}`)
+      t.same(operation?.security, [{ adminApiKey: [] }])
+      t.ok(operation?.responses?.['401'], 'documents its 401')
+    }
+  })
+})
+
+t.test('ADMIN_API_KEYS empty: the admin routes refuse every key', async (t) => {
+  const logs: string[] = []
+  const logStream = new Writable({ write (chunk, _encoding, done) { logs.push(String(chunk)); done() } })
+  const app = await build(t, { env: { ADMIN_API_KEYS: ' , ', LOG_LEVEL: 'warn' }, logStream })
+  t.match(logs.join(''), /ADMIN_API_KEYS is empty: the admin routes refuse every request/, 'a warning at start')
+  const res = await app.inject({ url: '/api/admin/users', headers: admin(CURRENT) })
+  t.equal(res.statusCode, 401)
+  t.equal(res.json().code, 'API_KEY_INVALID')
+})
+
+t.test('ADMIN_API_KEYS with a short key: the service does not start', async (t) => {
+  await t.rejects(build(t, { env: { ADMIN_API_KEYS: `${CURRENT}, short-key` } }), { message: /ADMIN_API_KEYS key #2 is shorter than 16 characters/ })
+})
+
+t.test('ADMIN_API_KEYS: blanks around keys are ignored, a single key works', async (t) => {
+  const app = await build(t, { env: { ADMIN_API_KEYS: `  ${PREVIOUS}  ` } })
+  t.equal((await app.inject({ url: '/api/admin/users', headers: admin(PREVIOUS) })).statusCode, 200)
+  t.equal((await app.inject({ url: '/api/admin/users', headers: admin(CURRENT) })).statusCode, 401, 'a key removed from the list stops working')
+})
