@@ -17,6 +17,7 @@ import { healthRoutes } from './modules/health/routes.js'
 import { productRoutes } from './modules/products/routes.js'
 import { userRoutes } from './modules/users/routes.js'
 import authentication from './plugins/authentication.js'
+import contentCoding from './plugins/content-coding.js'
 import errorHandler from './plugins/error-handler.js'
 import password from './plugins/password.js'
 import prisma from './plugins/prisma.js'
@@ -46,6 +47,7 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
   })
 
   await app.register(errorHandler)
+  await app.register(contentCoding)
   await app.register(fastifyHelmet, {
     // The OpenAPI page loads its own scripts and styles from /docs/static.
     contentSecurityPolicy: { directives: { 'img-src': ["'self'", 'data:', 'validator.swagger.io'] } }
@@ -72,7 +74,8 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
 
   const rateLimit = { max: config.RATE_LIMIT_AUTH_MAX, timeWindow: config.RATE_LIMIT_AUTH_WINDOW_MS }
   await app.register(healthRoutes, { prefix: '/health' })
-  await app.register(authRoutes, { prefix: '/api/auth', rateLimit, expiresIn: config.JWT_EXPIRES_IN })
+  const accountLimit = { max: config.LOGIN_FAILURES_MAX, timeWindow: config.LOGIN_FAILURES_WINDOW_MS }
+  await app.register(authRoutes, { prefix: '/api/auth', rateLimit, accountLimit, expiresIn: config.JWT_EXPIRES_IN })
   await app.register(userRoutes, { prefix: '/api/user', rateLimit })
   await app.register(productRoutes, { prefix: '/api/product' })
   await app.register(adminRoutes, { prefix: '/api/admin', apiKeys: config.ADMIN_API_KEYS })

@@ -40,6 +40,9 @@ export const EnvSchema = Type.Object({
   BODY_LIMIT: Type.Integer({ default: 1_048_576, minimum: 1024 }),
   RATE_LIMIT_AUTH_MAX: Type.Integer({ default: 20, minimum: 1 }),
   RATE_LIMIT_AUTH_WINDOW_MS: Type.Integer({ default: 60_000, minimum: 1000 }),
+  /** Failed logins per account (login name) per window before 429 (src/modules/auth/account-limit.ts). */
+  LOGIN_FAILURES_MAX: Type.Integer({ default: 10, minimum: 1 }),
+  LOGIN_FAILURES_WINDOW_MS: Type.Integer({ default: 900_000, minimum: 1000 }),
   TRUST_PROXY: Type.Boolean({ default: false }),
 
   // Admin routes (key-auth): comma-separated keys; the first is current, all verify.
