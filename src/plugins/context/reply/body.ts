@@ -19,7 +19,10 @@ declare module 'fastify' {
      * standard status text (`text/plain`). Sends the reply.
      */
     sendStatus: (status: number) => FastifyReply
-    /** SPEC.md SendStream: sends `stream` as the body, with Content-Length when `size` is given. */
+    /**
+     * SPEC.md SendStream: sends `stream` as the body (application/octet-stream unless a type
+     * is set), with Content-Length when `size` is given.
+     */
     sendStream: (stream: Readable, size?: number) => FastifyReply
     /** SPEC.md Write: appends bytes (or text, as UTF-8) to the body; returns the byte count. */
     write: (data: Uint8Array | string) => number
@@ -87,6 +90,7 @@ function sendStream (this: FastifyReply, stream: Readable, size?: number): Fasti
     if (!Number.isSafeInteger(size) || size < 0) throw new ContextArgumentError('reply.sendStream: size must be a whole number >= 0')
     this.header('content-length', size)
   }
+  if (!this.hasHeader('content-type')) this.header('content-type', 'application/octet-stream')
   return this.send(stream)
 }
 

@@ -24,21 +24,24 @@ import {
 import { attachmentHeader } from './headers.js'
 import type { ResolvedFilesOptions } from './options.js'
 
+// Declared as methods, not properties: @fastify/static's types declare `sendFile` and
+// `download` methods on FastifyReply too, and method declarations merge as overloads. Its
+// (rootPath / options) overloads typecheck but are refused at run time.
 declare module 'fastify' {
   interface FastifyReply {
     /**
-     * SPEC.md SendFile: streams `file` (relative to the `files.root` option, or an absolute
-     * path inside it) with Content-Type from its extension, ETag, Last-Modified, Range and
+     * SPEC.md SendFile: streams `file` (read from the `files.root` option's folder; an
+     * absolute path inside that folder works too) with Content-Type from its extension, ETag, Last-Modified, Range and
      * conditional GET. `compress` (default false) gzip/brotli/deflate-encodes it when the
      * client accepts one (no Range then). Outside the root: 403; missing: 404.
      * Names are taken literally: no URL-escaping needed.
      */
-    sendFile: (file: string, compress?: boolean) => FastifyReply
+    sendFile (file: string, compress?: boolean): FastifyReply
     /**
      * SPEC.md Download: sends `file` as an attachment named `filename` (default: the file's
      * base name), Content-Type from that name's extension when known.
      */
-    download: (file: string, filename?: string) => FastifyReply
+    download (file: string, filename?: string): FastifyReply
   }
 }
 
@@ -53,15 +56,16 @@ function encoder (coding: string): zlib.Gzip | zlib.BrotliCompress | zlib.Deflat
   return coding === 'gzip' ? zlib.createGzip() : zlib.createDeflate()
 }
 
-/** `file` as the URL-encoded path @fastify/send expects, relative to `root`; undefined when it leaves root. */
-function sendPath (file: string, root: string): string | undefined {
+/**
+ * `file` as the URL-encoded path @fastify/send expects, relative to `root`: an absolute
+ * path inside the root is made relative to it, any other path is read from the root (as
+ * Express and @fastify/static do with a root: `/etc/passwd` is `root/etc/passwd`).
+ */
+function sendPath (file: string, root: string): string {
   let relative = file
-  if (path.isAbsolute(file)) {
-    relative = path.relative(root, file)
-    if (relative === '' || relative.startsWith('..') || path.isAbsolute(relative)) return undefined
-  }
+  if (path.isAbsolute(file) && (file === root || file.startsWith(root + path.sep))) relative = path.relative(root, file)
   // Encode each segment so names with %, # or ? are read literally; `..` stays `..` and
-  // @fastify/send refuses a path that climbs above the root.
+  // @fastify/send refuses (403) a path that climbs above the root.
   return '/' + relative.split(/[\\/]/).filter((s) => s !== '').map(encodeURIComponent).join('/')
 }
 
@@ -73,7 +77,6 @@ interface SendFileOptions {
 
 async function pump (reply: FastifyReply, files: ResolvedFilesOptions, file: string, options: SendFileOptions): Promise<void> {
   const encoded = sendPath(file, files.root)
-  if (encoded === undefined) throw new FileForbiddenError()
 
   const request = reply.request
   const acceptEncoding = request.headers['accept-encoding']
@@ -124,14 +127,15 @@ async function pump (reply: FastifyReply, files: ResolvedFilesOptions, file: str
 }
 
 export function registerFileDecorators (app: FastifyInstance, files: ResolvedFilesOptions | undefined): void {
-  function sendFile (this: FastifyReply, file: string, compress = false): FastifyReply {
+  function sendFile (this: FastifyReply, file: string, compress: unknown = false): FastifyReply {
     if (files === undefined) throw new FileRootMissingError('sendFile')
     if (typeof file !== 'string' || file === '' || file.includes('\0')) throw new ContextArgumentError('reply.sendFile takes a file path')
-    pump(this, files, file, { compress: compress === true }).catch((error: unknown) => this.send(error))
+    if (typeof compress !== 'boolean') throw new ContextArgumentError('reply.sendFile(file, compress?): compress is a boolean (the root is the files.root option)')
+    pump(this, files, file, { compress }).catch((error: unknown) => this.send(error))
     return this
   }
 
-  function download (this: FastifyReply, file: string, filename?: string): FastifyReply {
+  function download (this: FastifyReply, file: string, filename?: unknown): FastifyReply {
     if (files === undefined) throw new FileRootMissingError('download')
     if (typeof file !== 'string' || file === '' || file.includes('\0')) throw new ContextArgumentError('reply.download takes a file path')
     const name = filename === undefined || filename === '' ? path.basename(file) : filename
