@@ -10,10 +10,14 @@ import fp from 'fastify-plugin'
 
 export const UnsupportedContentEncoding = createError('UNSUPPORTED_MEDIA_TYPE', 'Content-Encoding %s is not supported: send the body uncompressed', 415)
 
+function hasBody (headers: Record<string, string | string[] | undefined>): boolean {
+  return headers['transfer-encoding'] !== undefined || (headers['content-length'] !== undefined && headers['content-length'] !== '0')
+}
+
 async function contentCoding (app: FastifyInstance): Promise<void> {
   app.addHook('onRequest', async (request, reply) => {
     const coding = request.headers['content-encoding']
-    if (coding === undefined) return
+    if (coding === undefined || !hasBody(request.headers)) return
     const codings = coding.split(',').map((c) => c.trim().toLowerCase()).filter((c) => c !== '' && c !== 'identity')
     if (codings.length > 0) {
       reply.header('accept-encoding', 'identity')
