@@ -1,13 +1,20 @@
 /**
- * Password hashing, off the event loop. bcrypt with a configurable cost; @node-rs/bcrypt
- * hashes on libuv's thread pool and writes the same `$2b$` hashes bcryptjs reads and
- * writes (bench/README.md, "Password hashing", has the figures behind this choice).
+ * Password hashing, off the event loop: bcrypt with the configured cost in a pool of
+ * worker threads (piscina) running @node-rs/bcrypt at a lower scheduling priority than
+ * the event loop (src/plugins/password-worker.ts). On libuv's own pool (4 threads on 2
+ * cores, normal priority) ten concurrent logins took most of the CPU from the event
+ * loop; bench/README.md, "Password hashing", has the figures behind this choice, against
+ * bcryptjs too. The hashes are `$2b$`, the format bcryptjs reads and writes.
  * bcrypt reads at most 72 bytes, so longer passwords are refused by the schemas
  * (src/modules/users/schemas.ts) rather than silently truncated.
  */
-import { hash, verify } from '@node-rs/bcrypt'
+import os from 'node:os'
+import path from 'node:path'
+import { fileURLToPath } from 'node:url'
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
+import { Piscina } from 'piscina'
+import type { PasswordTask } from './password-worker.js'
 
 export interface PasswordHasher {
   hash: (password: string) => Promise<string>
@@ -27,17 +34,36 @@ declare module 'fastify' {
 
 export const MAX_PASSWORD_BYTES = 72
 
-export async function createPasswordHasher (cost: number): Promise<PasswordHasher> {
-  const dummyHash = await hash('dummy password for timing', cost)
+export interface PasswordHasherOptions {
+  cost: number
+  /** Worker threads hashing at once; by default one per CPU, at most 4. */
+  threads?: number
+  /** Nice value of the worker threads on Linux (0 to 19); 0 keeps normal priority. */
+  nice?: number
+}
+
+const here = fileURLToPath(import.meta.url)
+/** `.ts` when run from source (tsx), `.js` once compiled. */
+const WORKER_FILE = path.join(path.dirname(here), `password-worker${path.extname(here)}`)
+
+export async function createPasswordHasher (options: PasswordHasherOptions): Promise<PasswordHasher & { close: () => Promise<void> }> {
+  const { cost } = options
+  const threads = options.threads ?? Math.min(os.availableParallelism(), 4)
+  const pool = new Piscina({ filename: WORKER_FILE, minThreads: threads, maxThreads: threads, workerData: { nice: options.nice ?? 10 } })
+  const run = async <T>(task: PasswordTask): Promise<T> => await pool.run(task) as T
+  const dummyHash = await run<string>({ op: 'hash', password: 'dummy password for timing', cost })
   return {
-    hash: async (password) => await hash(password, cost),
-    verify: async (password, passwordHash) => await verify(password, passwordHash),
-    verifyDummy: async (password) => { await verify(password, dummyHash); return false }
+    hash: async (password) => await run<string>({ op: 'hash', password, cost }),
+    verify: async (password, passwordHash) => await run<boolean>({ op: 'verify', password, hash: passwordHash }),
+    verifyDummy: async (password) => { await run<boolean>({ op: 'verify', password, hash: dummyHash }); return false },
+    close: async () => { await pool.destroy() }
   }
 }
 
-async function passwordPlugin (app: FastifyInstance, options: { cost: number }): Promise<void> {
-  app.decorate('passwords', await createPasswordHasher(options.cost))
+async function passwordPlugin (app: FastifyInstance, options: PasswordHasherOptions): Promise<void> {
+  const { close, ...hasher } = await createPasswordHasher(options)
+  app.decorate('passwords', hasher)
+  app.addHook('onClose', close)
 }
 
 export default fp(passwordPlugin, { name: 'passwords', fastify: '5.x' })
