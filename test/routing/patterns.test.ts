@@ -1,0 +1,177 @@
+/** SPEC.md "Routing model" 2: the pattern table, each form matching and not matching, through real requests. */
+import Fastify, { type FastifyInstance } from 'fastify'
+import t from 'tap'
+import routing, { compilePattern, matchCompiled, parsePattern, RouteParamDecodeError, RoutePatternError } from '../../src/plugins/routing/index.js'
+
+interface Case {
+  pattern: string
+  matches: Array<[string, Record<string, string>]>
+  misses: string[]
+}
+
+/** One row per pattern form of SPEC.md's table, plus the compiled combinations. */
+const TABLE: Case[] = [
+  {
+    pattern: '/literal',
+    matches: [['/literal', {}]],
+    misses: ['/literal/x', '/literalx', '/Literal']
+  },
+  {
+    pattern: '/user/:name',
+    matches: [['/user/ann', { name: 'ann' }], ['/user/a%20b', { name: 'a b' }]],
+    misses: ['/user', '/user/', '/user/ann/more']
+  },
+  {
+    pattern: '/opt/:name?',
+    matches: [['/opt/ann', { name: 'ann' }], ['/opt', { name: '' }], ['/opt/', { name: '' }]],
+    misses: ['/opt/a/b']
+  },
+  {
+    pattern: '/files/*',
+    matches: [['/files/a.txt', { '*': 'a.txt', '*1': 'a.txt' }], ['/files/a/b/c.txt', { '*': 'a/b/c.txt', '*1': 'a/b/c.txt' }], ['/files/', { '*': '', '*1': '' }]],
+    misses: ['/files', '/filesx/a']
+  },
+  {
+    pattern: '/v1/*/shop/*',
+    matches: [
+      ['/v1/a/shop/b', { '*': 'a', '*1': 'a', '*2': 'b' }],
+      ['/v1/a/b/shop/c/d', { '*': 'a/b', '*1': 'a/b', '*2': 'c/d' }],
+      ['/v1//shop/', { '*': '', '*1': '', '*2': '' }]
+    ],
+    misses: ['/v1/a/b', '/v1/a/store/b', '/v2/a/shop/b']
+  },
+  {
+    pattern: '/plus/+',
+    matches: [['/plus/a', { '*': 'a', '*1': 'a' }], ['/plus/a/b', { '*': 'a/b', '*1': 'a/b' }]],
+    misses: ['/plus/', '/plus']
+  },
+  {
+    pattern: '/mix/+/:name/*.txt',
+    matches: [['/mix/a/b/ann/x.txt', { '*': 'a/b', '*1': 'a/b', name: 'ann', '*2': 'x' }], ['/mix/a/ann/.txt', { '*': 'a', '*1': 'a', name: 'ann', '*2': '' }]],
+    misses: ['/mix//ann/x.txt', '/mix/a/ann/x.json', '/mix/a/x.txt']
+  },
+  {
+    pattern: '/mid/:a?/end',
+    matches: [['/mid/x/end', { a: 'x' }], ['/mid/end', { a: '' }]],
+    misses: ['/mid/x/y/end', '/mid/x']
+  },
+  {
+    pattern: '/enc/+',
+    matches: [['/enc/%C3%A9t%C3%A9', { '*': 'été', '*1': 'été' }], ['/enc/a%2Fb', { '*': 'a/b', '*1': 'a/b' }]],
+    misses: []
+  }
+]
+
+async function tableApp (t: { teardown: (fn: () => unknown) => void }, prefix = ''): Promise<FastifyInstance> {
+  const app = Fastify()
+  t.teardown(() => app.close())
+  await app.register(routing)
+  await app.register(async (scope) => {
+    for (const { pattern } of TABLE) {
+      scope.get(pattern, async (request) => ({ pattern, params: request.params }))
+    }
+  }, { prefix })
+  await app.ready()
+  return app
+}
+
+t.test('pattern table: each form matches with SPEC.md params and refuses what it should', async (t) => {
+  const app = await tableApp(t)
+  for (const { pattern, matches, misses } of TABLE) {
+    for (const [url, params] of matches) {
+      const response = await app.inject(url)
+      t.equal(response.statusCode, 200, `${pattern} matches ${url}`)
+      t.same(response.json(), { pattern, params }, `${pattern} params for ${url}`)
+    }
+    for (const url of misses) {
+      const response = await app.inject(url)
+      t.not(response.statusCode === 200 && response.json().pattern === pattern, true, `${pattern} does not match ${url}`)
+    }
+  }
+})
+
+t.test('pattern table under a prefix; HEAD works for compiled patterns', async (t) => {
+  const app = await tableApp(t, '/api')
+  const response = await app.inject('/api/v1/a/shop/b')
+  t.same(response.json().params, { '*': 'a', '*1': 'a', '*2': 'b' })
+  t.equal((await app.inject('/v1/a/shop/b')).statusCode, 404)
+  const head = await app.inject({ method: 'HEAD', url: '/api/plus/x' })
+  t.equal(head.statusCode, 200)
+  t.equal((await app.inject({ method: 'HEAD', url: '/api/plus/' })).statusCode, 404)
+})
+
+t.test('compiled patterns sit beside native routes: static beats param beats wildcard, no match is 404', async (t) => {
+  const app = Fastify()
+  t.teardown(() => app.close())
+  await app.register(routing)
+  app.get('/shop/special', async () => 'static')
+  app.get('/shop/:id', async () => 'param')
+  app.get('/shop/+/items', async () => 'compiled items')
+  app.get('/shop/+/orders', async () => 'compiled orders')
+  app.get('/shop/*', async () => 'wildcard fallback')
+  app.get('/other/+/x', async () => 'other')
+  await app.ready()
+  t.equal((await app.inject('/shop/special')).body, 'static')
+  t.equal((await app.inject('/shop/7')).body, 'param')
+  t.equal((await app.inject('/shop/7/items')).body, 'compiled items')
+  t.equal((await app.inject('/shop/7/orders')).body, 'compiled orders')
+  t.equal((await app.inject('/shop/7/8/items')).body, 'compiled items')
+  t.equal((await app.inject('/shop/7/reviews')).body, 'wildcard fallback', 'no pattern matches: the plain wildcard route')
+  t.equal((await app.inject('/other/a/y')).statusCode, 404, 'no pattern and no fallback: 404')
+})
+
+t.test('a parameter that is not valid percent-encoding is a 400', async (t) => {
+  const app = Fastify()
+  t.teardown(() => app.close())
+  await app.register(routing)
+  app.get('/bad/+', async (request) => request.params)
+  await app.ready()
+  const response = await app.inject('/bad/%E0%A4%A')
+  t.equal(response.statusCode, 400, "find-my-way refuses it before the pattern's own decoding")
+  // The pattern's decoding refuses it too, for a path that reached it another way.
+  const compiled = compilePattern(parsePattern('/bad/+'))
+  t.throws(() => matchCompiled(compiled, '/bad/%E0%A4%A'), RouteParamDecodeError)
+  t.same(matchCompiled(compiled, '/bad/%C3%A9'), { '*1': 'é', '*': 'é' })
+  t.equal(matchCompiled(compiled, '/bad/'), undefined)
+})
+
+t.test('required parameters do not match an empty segment', async (t) => {
+  const app = Fastify()
+  t.teardown(() => app.close())
+  await app.register(routing)
+  app.get('/u/:name/x', async (request) => request.params)
+  await app.ready()
+  t.equal((await app.inject('/u//x')).statusCode, 404)
+  t.same((await app.inject('/u/a/x')).json(), { name: 'a' })
+})
+
+t.test('routes registered before the plugin are left alone; the plugin sees later ones', async (t) => {
+  const app = Fastify()
+  t.teardown(() => app.close())
+  app.get('/early/:name?', async (request) => request.params)
+  await app.register(routing)
+  app.get('/late/:name?', async (request) => request.params)
+  await app.ready()
+  t.same((await app.inject('/early')).json(), {}, 'plain Fastify: absent optional is missing')
+  t.same((await app.inject('/late')).json(), { name: '' })
+})
+
+t.test('parsePattern: native or compiled, and the patterns it refuses', async (t) => {
+  t.equal(parsePattern('/a/:b').native, true)
+  t.equal(parsePattern('/a/:b?').native, true)
+  t.equal(parsePattern('/a/*').native, true)
+  t.equal(parsePattern('/a/:id(^\\d+)').native, true)
+  t.equal(parsePattern('/a::b').native, true, 'escaped colon')
+  t.equal(parsePattern('/a/+').native, false)
+  t.equal(parsePattern('/a/*/b').native, false)
+  t.equal(parsePattern('/a/:b?/c').native, false)
+  t.throws(() => parsePattern('/a/:/b'), RoutePatternError)
+  t.throws(() => parsePattern('/a/:x/:x'), RoutePatternError)
+  t.throws(() => parsePattern('/a/:id(^\\d+)/+'), RoutePatternError, 'regex params are not compiled')
+  t.throws(() => parsePattern('/a/:id(\\d+'), RoutePatternError)
+
+  const app = Fastify()
+  t.teardown(() => app.close())
+  await app.register(routing)
+  t.throws(() => app.get('/x/:a/:a', async () => 'x'), RoutePatternError, 'refused at registration')
+})
