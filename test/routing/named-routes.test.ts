@@ -28,7 +28,7 @@ t.test('getRouteURL: relative URLs with parameters percent-encoded', async (t) =
     ['user', { id: 'a b/c?d#e%' }, '/users/a%20b%2Fc%3Fd%23e%25'],
     ['user', { id: 'été', unused: 'x' }, '/users/%C3%A9t%C3%A9'],
     ['post', { id: 1, post: 'hello' }, '/users/1/posts/hello'],
-    ['post', { id: 1 }, '/users/1/posts', ],
+    ['post', { id: 1 }, '/users/1/posts'],
     ['post', { id: 1, post: '' }, '/users/1/posts'],
     ['files', { '*': 'docs/a b.txt' }, '/files/docs/a%20b.txt'],
     ['files', { '*1': 'x/y' }, '/files/x/y'],
