@@ -7,6 +7,7 @@ import type { ServerOptions } from 'node:http'
 import type { FastifyServerOptions } from 'fastify'
 import type { Config } from './config.js'
 import { clientErrorHandler } from './lib/client-error.js'
+import { frameworkErrorHandler } from './plugins/error-handler.js'
 
 /** Log paths never written: credentials in headers and any password in a logged object. */
 export const REDACTED_PATHS = [
@@ -77,6 +78,7 @@ export function serverOptions (config: Pick<Config, 'LOG_LEVEL' | 'BODY_LIMIT' |
     ...timeoutOptions(HTTP_TIMEOUTS),
     // Timeouts and malformed HTTP answer problem details too.
     clientErrorHandler,
+    frameworkErrors: frameworkErrorHandler as FastifyServerOptions['frameworkErrors'],
     routerOptions: { maxParamLength: 200, ignoreTrailingSlash: true },
     // On close: no new connections, idle ones are closed, and a request that still
     // arrives on a busy kept-alive connection is served in full (answered with

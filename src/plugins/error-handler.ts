@@ -84,6 +84,18 @@ export function sendProblem (reply: FastifyReply, body: ProblemBody): FastifyRep
   return reply.code(body.status).type(PROBLEM_CONTENT_TYPE).send(body)
 }
 
+/**
+ * Fastify answers a few errors before routing (a URL that does not decode, an async
+ * constraint that fails) with its own body; the `frameworkErrors` server option
+ * (src/options.ts) sends them here, so they leave as problem details too.
+ */
+export function frameworkErrorHandler (error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
+  reply.header('x-request-id', request.id)
+  const body = toProblem(error, request)
+  request.log.info({ code: body.code, status: body.status }, body.detail)
+  sendProblem(reply, body)
+}
+
 async function errorHandler (app: FastifyInstance): Promise<void> {
   app.setErrorHandler((error: FastifyError, request, reply) => {
     const body = toProblem(error, request)
