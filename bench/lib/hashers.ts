@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url'
 import { hash as nativeHash, verify as nativeVerify } from '@node-rs/bcrypt'
 import bcryptjs from 'bcryptjs'
 import { Piscina } from 'piscina'
-import type { PasswordHasher } from '../../src/plugins/password.js'
+import { createPasswordHasher, type PasswordHasher } from '../../src/plugins/password.js'
 import type { Task, WorkerSettings } from './bcrypt-worker.js'
 
 export const VARIANTS = {
@@ -16,7 +16,7 @@ export const VARIANTS = {
   'bcryptjs-pool-nice': 'bcryptjs in piscina, 2 threads at nice 10',
   'node-rs': '@node-rs/bcrypt async (libuv pool, 4 threads)',
   'node-rs-pool': '@node-rs/bcrypt sync in piscina, 2 threads',
-  'node-rs-pool-nice': '@node-rs/bcrypt sync in piscina, 2 threads at nice 10'
+  service: 'the service\'s own (src/plugins/password.ts): @node-rs/bcrypt in piscina, 2 threads at nice 10'
 } as const
 export type Variant = keyof typeof VARIANTS
 
@@ -59,7 +59,7 @@ export async function createHasher (variant: Variant, cost: number): Promise<Ben
       }
       break
     case 'node-rs-pool': base = pooled({ library: 'node-rs', nice: 0 }, cost); break
-    case 'node-rs-pool-nice': base = pooled({ library: 'node-rs', nice: POOL_NICE }, cost); break
+    case 'service': return await createPasswordHasher({ cost, threads: POOL_THREADS, nice: POOL_NICE })
   }
   const dummyHash = await base.hash('dummy password for timing')
   return { ...base, verifyDummy: async (password) => { await base.verify(password, dummyHash); return false } }
