@@ -6,7 +6,9 @@
  *
  *   npx tsx bench/profile.ts                 20 s of load, summary printed
  *   PROFILE_SECONDS=10 npx tsx bench/profile.ts
+ *   PROFILE_TREE=HEAD~1 npx tsx bench/profile.ts   profile that revision (or project copy) instead
  *   PROFILE_WRITE=1 npx tsx bench/profile.ts    also write the summary to bench/README.md
+ *                                               (section "profile", or "profile-<PROFILE_TREE>")
  */
 import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs'
 import os from 'node:os'
@@ -17,6 +19,7 @@ import { describeMachine, formatLoad, machine } from './lib/machine.js'
 import { ROOT, startServer } from './lib/processes.js'
 import { formatMs, formatRps, writeSection } from './lib/report.js'
 import { getUserRequests, serviceEnv, userPool } from './lib/service.js'
+import { prepareTree, workingTree } from './lib/trees.js'
 import { formatSummary, readProfile, summarise } from './summarise-profile.js'
 
 const SECONDS = Number(process.env.PROFILE_SECONDS ?? 20)
@@ -24,6 +27,8 @@ const READERS = 50
 
 const nowUs = (): number => Number(process.hrtime.bigint() / 1000n)
 
+const TREE = process.env.PROFILE_TREE
+const tree = TREE ? prepareTree(TREE) : workingTree()
 const startedAt = new Date()
 const database = await benchDatabase()
 const profileDir = mkdtempSync(path.join(os.tmpdir(), 'ups-profile-'))
@@ -33,6 +38,7 @@ let figures: Awaited<ReturnType<typeof load>>
 try {
   const server = await startServer({
     entry: 'src/server.ts',
+    cwd: tree.dir,
     nodeArgs: ['--cpu-prof', '--cpu-prof-dir', profileDir],
     env: serviceEnv(database.url),
     readyPath: '/health/live'
@@ -48,19 +54,20 @@ try {
   }
 } finally {
   await database.drop()
+  tree.cleanup()
 }
 
 const file = readdirSync(profileDir).find((name) => name.endsWith('.cpuprofile'))
 if (file === undefined) throw new Error(`no .cpuprofile in ${profileDir}: did the server exit normally?`)
 mkdirSync(path.join(ROOT, 'bench', 'results'), { recursive: true })
-const kept = path.join(ROOT, 'bench', 'results', 'get-user.cpuprofile')
+const kept = path.join(ROOT, 'bench', 'results', `get-user${TREE ? `-${tree.name}` : ''}.cpuprofile`)
 copyFileSync(path.join(profileDir, file), kept)
 rmSync(profileDir, { recursive: true, force: true })
 
 const summary = formatSummary(summarise(readProfile(kept), 25, window))
 const text = [
   `Profiled ${startedAt.toISOString().slice(0, 16).replace('T', ' ')} UTC on ${describeMachine(machine())}; load average at the start ${loadAverage}.`,
-  `Command: \`${process.env.PROFILE_SECONDS ? `PROFILE_SECONDS=${SECONDS} ` : ''}npx tsx bench/profile.ts\`: the service under \`node --cpu-prof\`, GET /api/user/:id with ${READERS} connections for ${SECONDS} s ` +
+  `Command: \`${process.env.PROFILE_SECONDS ? `PROFILE_SECONDS=${SECONDS} ` : ''}${TREE ? `PROFILE_TREE=${TREE} ` : ''}npx tsx bench/profile.ts\`: the service${TREE ? ` at ${tree.name}` : ''} under \`node --cpu-prof\`, GET /api/user/:id with ${READERS} connections for ${SECONDS} s ` +
     `(${formatRps(figures.rps)} req/s under the profiler, p50 ${formatMs(figures.p50)} ms, p99 ${formatMs(figures.p99)} ms); samples outside the load period are left out.`,
   '',
   '```',
@@ -70,6 +77,6 @@ const text = [
 console.log(text)
 console.log(`\nprofile kept in ${path.relative(ROOT, kept)} (open it in Chrome DevTools or speedscope)`)
 if (process.env.PROFILE_WRITE === '1') {
-  writeSection(path.join(ROOT, 'bench', 'README.md'), 'profile', text)
+  writeSection(path.join(ROOT, 'bench', 'README.md'), TREE ? `profile-${tree.name}` : 'profile', text)
   console.log('profile: summary written to bench/README.md')
 }

@@ -38,7 +38,9 @@ export function packageOf (url: string, functionName: string): string {
   if (url === '') {
     // V8's pseudo-frames: (program) is native code outside JS (libuv, syscalls, the
     // HTTP parser...), (garbage collector), (idle), (root).
-    return functionName.startsWith('(') ? functionName : '(native or unknown)'
+    // Frames without a script are V8 builtins and C++ bindings called from JS: socket
+    // and file writes (writev, writeString), the microtask queue, hashing.
+    return functionName.startsWith('(') ? functionName : '(native)'
   }
   if (url.startsWith('node:')) return 'node core'
   if (url.startsWith('wasm://')) return 'wasm'
@@ -68,7 +70,8 @@ const COMPONENTS: [RegExp, string][] = [
   [/^(fastify|find-my-way|avvio|light-my-request|@fastify\/error|abstract-logging|rfdc|process-warning|fast-querystring|secure-json-parse|@fastify\/proxy-addr|proxy-addr|forwarded|ipaddr\.js|toad-cache|semver)$/, 'Fastify core and router'],
   [/^node core$/, 'Node core (http, net, streams, crypto)'],
   [/^src\//, 'our code (src)'],
-  [/^\(program\)$/, 'native (program: libuv, syscalls, HTTP parser)'],
+  [/^\(native\)$/, 'native code called from JS (socket and file writes, microtasks)'],
+  [/^\(program\)$/, 'native, outside JS (libuv, HTTP parser)'],
   [/^\(garbage collector\)$/, 'garbage collector']
 ]
 
