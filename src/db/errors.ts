@@ -48,10 +48,13 @@ export function classifyDatabaseError (error: unknown): Classified | undefined {
       return schemaNotReady()
   }
   const cause = e.cause ?? e.meta?.driverAdapterError?.cause ?? {}
-  const sqlState = String(cause.originalCode ?? cause.code ?? e.originalCode ?? '')
+  // Prisma wraps the driver's error (meta.driverAdapterError.cause); a raw `pg` error (the
+  // token check's prepared statement) carries its SQLSTATE in `code` itself.
+  const sqlState = String(cause.originalCode ?? cause.code ?? e.originalCode ?? (typeof e.code === 'string' && !e.code.startsWith('P') ? e.code : ''))
   if (SCHEMA_SQLSTATE.has(sqlState)) return schemaNotReady()
-  const errno = String(cause.code ?? e.errno ?? e.code ?? '')
-  if (UNAVAILABLE_SQLSTATE.test(sqlState) || UNAVAILABLE_ERRNO.has(errno) || cause.kind === 'DatabaseNotReachable' ||
+  // Node socket errors name themselves in `code` (`errno` is the number).
+  const socketError = UNAVAILABLE_ERRNO.has(String(cause.code)) || UNAVAILABLE_ERRNO.has(String(e.code))
+  if (UNAVAILABLE_SQLSTATE.test(sqlState) || socketError || cause.kind === 'DatabaseNotReachable' ||
       /Can't reach database|Connection terminated|connect ECONNREFUSED|terminating connection|timeout exceeded when trying to connect|Client has encountered a connection error/.test(String(e.message))) {
     return unavailable()
   }
