@@ -114,7 +114,8 @@ async function main (): Promise<void> {
     for (let pass = 1; pass <= PASSES; pass++) {
       loads.push(formatLoad(machine().load))
       console.log(`pass ${pass}/${PASSES} (load ${loads.at(-1)})`)
-      for (const variant of variants) {
+      // Alternate the order, so a drift in the machine's load does not favour one variant.
+      for (const variant of pass % 2 === 0 ? [...variants].reverse() : variants) {
         const a = await alone(variant)
         aloneRuns.get(variant)!.push(a)
         const s = await inService(variant, database.url)

@@ -13,10 +13,10 @@ import type { Task, WorkerSettings } from './bcrypt-worker.js'
 export const VARIANTS = {
   'bcryptjs-main': 'bcryptjs, async API, on the event loop',
   'bcryptjs-pool': 'bcryptjs in piscina, 2 threads',
-  'bcryptjs-pool-nice': 'bcryptjs in piscina, 2 threads at nice 10',
-  'node-rs': '@node-rs/bcrypt async (libuv pool, 4 threads)',
+  service: 'the service as shipped (src/plugins/password.ts): bcryptjs in piscina, 2 threads at nice 10',
+  'node-rs': '@node-rs/bcrypt async (libuv pool, 4 threads): the previous hasher',
   'node-rs-pool': '@node-rs/bcrypt sync in piscina, 2 threads',
-  service: 'the service\'s own (src/plugins/password.ts): @node-rs/bcrypt in piscina, 2 threads at nice 10'
+  'node-rs-pool-nice': '@node-rs/bcrypt sync in piscina, 2 threads at nice 10'
 } as const
 export type Variant = keyof typeof VARIANTS
 
@@ -50,7 +50,6 @@ export async function createHasher (variant: Variant, cost: number): Promise<Ben
       }
       break
     case 'bcryptjs-pool': base = pooled({ library: 'bcryptjs', nice: 0 }, cost); break
-    case 'bcryptjs-pool-nice': base = pooled({ library: 'bcryptjs', nice: POOL_NICE }, cost); break
     case 'node-rs':
       base = {
         hash: async (password) => await nativeHash(password, cost),
@@ -59,6 +58,7 @@ export async function createHasher (variant: Variant, cost: number): Promise<Ben
       }
       break
     case 'node-rs-pool': base = pooled({ library: 'node-rs', nice: 0 }, cost); break
+    case 'node-rs-pool-nice': base = pooled({ library: 'node-rs', nice: POOL_NICE }, cost); break
     case 'service': return await createPasswordHasher({ cost, threads: POOL_THREADS, nice: POOL_NICE })
   }
   const dummyHash = await base.hash('dummy password for timing')

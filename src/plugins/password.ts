@@ -1,10 +1,10 @@
 /**
- * Password hashing, off the event loop: bcrypt with the configured cost in a pool of
- * worker threads (piscina) running @node-rs/bcrypt at a lower scheduling priority than
- * the event loop (src/plugins/password-worker.ts). On libuv's own pool (4 threads on 2
- * cores, normal priority) ten concurrent logins took most of the CPU from the event
- * loop; bench/README.md, "Password hashing", has the figures behind this choice, against
- * bcryptjs too. The hashes are `$2b$`, the format bcryptjs reads and writes.
+ * Password hashing, off the event loop: bcrypt (bcryptjs, `$2b$`, the configured cost) in
+ * a pool of worker threads (piscina) at a lower scheduling priority than the event loop
+ * (src/plugins/password-worker.ts). On the event loop, bcryptjs let 10 concurrent logins
+ * take reads down to a few percent of their throughput; on libuv's pool at normal
+ * priority (@node-rs/bcrypt), to 11-32%. bench/README.md, "Password hashing", has the
+ * figures behind this choice.
  * bcrypt reads at most 72 bytes, so longer passwords are refused by the schemas
  * (src/modules/users/schemas.ts) rather than silently truncated.
  */
