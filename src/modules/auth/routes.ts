@@ -5,7 +5,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { BadRequest } from '../../lib/problem.js'
 import { problems } from '../../lib/responses.js'
-import { RegisterBody, User } from '../users/schemas.js'
+import { registrationRoute } from '../users/registration.js'
 import { usersService } from '../users/service.js'
 import { accountLimiter, DEFAULT_ACCOUNT_LIMIT, type AccountLimitOptions } from './account-limit.js'
 import { LoginBody, LoginResult } from './schemas.js'
@@ -22,17 +22,7 @@ export const authRoutes: FastifyPluginAsyncTypebox<AuthRoutesOptions> = async (a
   const rateLimit = options.rateLimit
   const accounts = accountLimiter(app, options.accountLimit ?? DEFAULT_ACCOUNT_LIMIT)
 
-  app.post('/register', {
-    config: { rateLimit },
-    schema: {
-      tags: ['auth'],
-      summary: 'Register a user (Variant A)',
-      body: RegisterBody,
-      response: { 201: User, ...problems(400, 409, 413, 415, 429) }
-    }
-  }, async (request, reply) => {
-    return reply.code(201).send(await service.register(request.body))
-  })
+  registrationRoute(app, service, { url: '/register', tag: 'auth', variant: 'A', rateLimit })
 
   app.post('/login', {
     config: { rateLimit },

@@ -8,7 +8,8 @@ import { Forbidden } from '../../lib/problem.js'
 import { bearerAuth, problems } from '../../lib/responses.js'
 import { IdParams } from '../../lib/schemas.js'
 import type { PublicUser } from './repository.js'
-import { RegisterBody, UpdatedUser, UpdateUserBody, User } from './schemas.js'
+import { registrationRoute } from './registration.js'
+import { UpdatedUser, UpdateUserBody, User } from './schemas.js'
 import { usersService } from './service.js'
 
 export interface UserRoutesOptions {
@@ -25,17 +26,7 @@ function ownRecord (request: FastifyRequest, id: number): PublicUser {
 export const userRoutes: FastifyPluginAsyncTypebox<UserRoutesOptions> = async (app, options) => {
   const service = usersService(app)
 
-  app.post('', {
-    config: { rateLimit: options.rateLimit },
-    schema: {
-      tags: ['users'],
-      summary: 'Register a user (Variant B)',
-      body: RegisterBody,
-      response: { 201: User, ...problems(400, 409, 413, 415, 429) }
-    }
-  }, async (request, reply) => {
-    return reply.code(201).send(await service.register(request.body))
-  })
+  registrationRoute(app, service, { url: '', tag: 'users', variant: 'B', rateLimit: options.rateLimit })
 
   app.get('/:id', {
     onRequest: app.authenticate,

@@ -1,0 +1,30 @@
+/**
+ * The registration route, served twice: POST /api/user (Variant B) and
+ * POST /api/auth/register (Variant A) are the same operation under two paths.
+ */
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
+import type { FastifyInstance } from 'fastify'
+import { problems } from '../../lib/responses.js'
+import { RegisterBody, User } from './schemas.js'
+import type { usersService } from './service.js'
+
+export interface RegistrationRouteOptions {
+  url: string
+  tag: string
+  variant: 'A' | 'B'
+  rateLimit: { max: number, timeWindow: number }
+}
+
+export function registrationRoute (app: FastifyInstance, service: ReturnType<typeof usersService>, options: RegistrationRouteOptions): void {
+  app.withTypeProvider<TypeBoxTypeProvider>().post(options.url, {
+    config: { rateLimit: options.rateLimit },
+    schema: {
+      tags: [options.tag],
+      summary: `Register a user (Variant ${options.variant})`,
+      body: RegisterBody,
+      response: { 201: User, ...problems(400, 409, 413, 415, 429) }
+    }
+  }, async (request, reply) => {
+    return reply.code(201).send(await service.register(request.body))
+  })
+}
