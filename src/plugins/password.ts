@@ -51,11 +51,14 @@ export async function createPasswordHasher (options: PasswordHasherOptions): Pro
   const threads = options.threads ?? Math.min(os.availableParallelism(), 4)
   const pool = new Piscina({ filename: WORKER_FILE, minThreads: threads, maxThreads: threads, workerData: { nice: options.nice ?? 10 } })
   const run = async <T>(task: PasswordTask): Promise<T> => await pool.run(task) as T
-  const dummyHash = await run<string>({ op: 'hash', password: 'dummy password for timing', cost })
+  // Made in the background: awaiting it here would hold the app's start behind a worker
+  // thread's start-up and one hash, which under load outlasted Fastify's plugin timeout.
+  const dummyHash = run<string>({ op: 'hash', password: 'dummy password for timing', cost })
+  dummyHash.catch(() => {}) // a pool closed before it finished; verifyDummy would rethrow
   return {
     hash: async (password) => await run<string>({ op: 'hash', password, cost }),
     verify: async (password, passwordHash) => await run<boolean>({ op: 'verify', password, hash: passwordHash }),
-    verifyDummy: async (password) => { await run<boolean>({ op: 'verify', password, hash: dummyHash }); return false },
+    verifyDummy: async (password) => { await run<boolean>({ op: 'verify', password, hash: await dummyHash }); return false },
     close: async () => { await pool.destroy() }
   }
 }
