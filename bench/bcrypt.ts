@@ -14,7 +14,7 @@
 import assert from 'node:assert/strict'
 import path from 'node:path'
 import { monitorEventLoopDelay } from 'node:perf_hooks'
-import { hash as nativeHash, verify as nativeVerify } from '@node-rs/bcrypt'
+import { hash as nativeHash, verify as nativeVerify, verifySync as nativeVerifySync } from '@node-rs/bcrypt'
 import bcryptjs from 'bcryptjs'
 import { benchDatabase } from './lib/database.js'
 import { createHasher, isVariant, POOL_NICE, POOL_THREADS, VARIANTS, type Variant } from './lib/hashers.js'
@@ -47,6 +47,21 @@ async function assertCompatible (): Promise<string> {
   assert.equal(await bcryptjs.compare(password, fromNative), true)
   assert.equal(await bcryptjs.compare('wrong password', fromNative), false)
   return `a bcryptjs hash (${fromJs.slice(0, 7)}...) verifies with @node-rs/bcrypt and a @node-rs/bcrypt hash (${fromNative.slice(0, 7)}...) with bcryptjs; wrong passwords fail both ways`
+}
+
+/**
+ * One compare on this thread, 20 times in a row: the minimum is the library's own speed,
+ * the least disturbed by other load on the machine.
+ */
+function singleCompareMs (compare: () => boolean): { min: number, median: number } {
+  compare()
+  const times: number[] = []
+  for (let i = 0; i < 20; i++) {
+    const started = process.hrtime.bigint()
+    assert.equal(compare(), true)
+    times.push(Number(process.hrtime.bigint() - started) / 1e6)
+  }
+  return { min: Math.min(...times), median: median(times) }
 }
 
 interface Alone { perSecond: number, loopDelayP99: number, loopDelayMax: number }
@@ -106,6 +121,13 @@ async function main (): Promise<void> {
   const compatibility = await assertCompatible()
   console.log(`bcrypt: ${compatibility}`)
 
+  const stored = bcryptjs.hashSync(BENCH_PASSWORD, COST)
+  const js = singleCompareMs(() => bcryptjs.compareSync(BENCH_PASSWORD, stored))
+  const native = singleCompareMs(() => nativeVerifySync(BENCH_PASSWORD, stored))
+  const single = `one compare on one thread, 20 in a row: bcryptjs ${js.min.toFixed(1)} ms at best (median ${js.median.toFixed(1)} ms), ` +
+    `so ${(1000 / js.min).toFixed(1)}/s per core; @node-rs/bcrypt ${native.min.toFixed(1)} ms (median ${native.median.toFixed(1)} ms), ${(1000 / native.min).toFixed(1)}/s per core`
+  console.log(`bcrypt: ${single}`)
+
   const database = await benchDatabase()
   const aloneRuns = new Map<Variant, Alone[]>(variants.map((v) => [v, []]))
   const serviceRuns = new Map<Variant, InService[]>(variants.map((v) => [v, []]))
@@ -135,13 +157,14 @@ async function main (): Promise<void> {
     const share = median(s.map((run) => run.mixedGet.rps / run.get.rps))
     const mixedGet = pick('mixedGet')
     const mixedLogin = pick('mixedLogin')
+    const perPass = (pick: (run: InService) => string): string => s.map(pick).join(' / ')
     return [
       `${variant}: ${VARIANTS[variant]}`,
       median(a.map((r) => r.perSecond)).toFixed(1),
       formatMs(median(a.map((r) => r.loopDelayP99))),
-      formatRps(pick('login').rps),
+      `${formatRps(pick('login').rps)} (${perPass((run) => formatRps(run.login.rps))})`,
       formatRps(pick('get').rps),
-      `${formatRps(mixedGet.rps)} (${percent(share)})`,
+      `${formatRps(mixedGet.rps)}, ${percent(share)} (${perPass((run) => percent(run.mixedGet.rps / run.get.rps))})`,
       formatMs(mixedGet.p99),
       `${formatRps(mixedLogin.rps)} / ${formatMs(mixedLogin.p99)}`,
       String(mixedGet.errors + mixedLogin.errors + pick('login').errors + pick('get').errors)
@@ -153,10 +176,11 @@ async function main (): Promise<void> {
     `Command: \`${['BENCH_SECONDS', 'BENCH_PASSES', 'BENCH_VARIANTS'].filter((n) => process.env[n]).map((n) => `${n}=${process.env[n]}`).concat('npx tsx bench/bcrypt.ts').join(' ')}\` ` +
       `(${PASSES} pass${PASSES > 1 ? 'es' : ''}, ${SECONDS} s per case, medians; load average at the start of each pass: ${loads.join('; ')}).`,
     `Pools: piscina, ${POOL_THREADS} threads; "nice" variants lower the worker threads' priority to ${POOL_NICE}. Compatibility, asserted: ${compatibility}.`,
+    `Library speed, ${single}.`,
     '',
     markdownTable([
-      'variant', 'compares/s alone', 'event-loop delay p99 ms (alone)', 'login/s (10 conn.)', 'GET req/s alone (50 conn.)',
-      'mixed: GET req/s (share of alone)', 'mixed: GET p99 ms', 'mixed: login/s / p99 ms', 'errors'
+      'variant', 'compares/s alone', 'event-loop delay p99 ms (alone)', 'login/s (10 conn.; per pass)', 'GET req/s alone (50 conn.)',
+      'mixed: GET req/s, share of alone (per pass)', 'mixed: GET p99 ms', 'mixed: login/s / p99 ms', 'errors'
     ], rows),
     '',
     '"Alone": 8 compares in flight in one process, no server. The service columns run the real service (bench/servers/hasher-service.ts) with each hasher; the mixed run is 10 connections logging in while 50 read.'

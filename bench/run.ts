@@ -155,7 +155,7 @@ function report (passes: Pass[], trees: ServiceTree[], cases: Case[], startedAt:
     `Measured ${startedAt.toISOString().slice(0, 16).replace('T', ' ')} UTC on ${describeMachine(m)}.`,
     `Command: \`${command()}\` (${PASSES} pass${PASSES > 1 ? 'es' : ''} of ${SECONDS} s per case, after a ${WARMUP_SECONDS} s warm-up per server).`,
     `Load average (1/5/15 min) at the start of each pass: ${passes.map((p) => formatLoad(p.load)).join('; ')}; at the end: ${formatLoad(m.load)}.`,
-    `Database: ${databaseDescription}.` + (compared.length > 0 ? ' Rows marked [rev] run that git revision of the service in the same passes.' : ''),
+    `Database: ${databaseDescription}.` + (compared.length > 0 ? ' Rows marked [name] run another version of the service (BENCH_COMPARE: a git revision or a project copy) in the same passes.' : ''),
     '',
     markdownTable(['case', 'conn.', 'req/s (median)', 'req/s per pass', 'p50 ms', 'p99 ms', 'errors', 'non-2xx'], rows),
     '',
