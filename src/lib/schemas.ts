@@ -9,6 +9,15 @@ export const Id = Type.Integer({ minimum: 1, maximum: 2_147_483_647, description
 
 export const IdParams = Type.Object({ id: Id }, { additionalProperties: false })
 
+/**
+ * Keyset pagination: given up to `limit + 1` rows in id order, the page and the cursor of
+ * the next one (null when the extra row was not there, i.e. on the last page).
+ */
+export function keysetPage<T extends { id: number }> (rows: T[], limit: number): { items: T[], nextCursor: number | null } {
+  const items = rows.slice(0, limit)
+  return { items, nextCursor: rows.length > limit ? items[items.length - 1]!.id : null }
+}
+
 export const Pagination = Type.Object({
   limit: Type.Integer({ minimum: 1, maximum: 100, default: 20, description: 'page size (max 100)' }),
   cursor: Type.Optional(Type.Integer({ minimum: 0, maximum: 2_147_483_647, description: 'the `nextCursor` of the previous page' }))

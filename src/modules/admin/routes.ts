@@ -33,13 +33,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
       querystring: Pagination,
       response: { 200: AdminUserPage, ...problems(400, 401) }
     }
-  }, async (request) => {
-    const { limit, cursor } = request.query
-    // One row more than the page tells whether another page follows.
-    const rows = await users.list({ limit: limit + 1, cursor })
-    const items = rows.slice(0, limit)
-    return { items, nextCursor: rows.length > limit ? items[items.length - 1]!.id : null }
-  })
+  }, async (request) => await users.page(request.query))
 
   app.delete('/users/:id', {
     schema: {
@@ -51,13 +45,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
     }
   }, async (request, reply) => {
     const { id } = request.params
-    try {
-      await users.delete(id)
-    } catch (error) {
-      // Prisma's "record to delete does not exist".
-      if ((error as { code?: unknown }).code === 'P2025') throw new NotFound(`User ${id} does not exist`)
-      throw error
-    }
+    if (!await users.delete(id)) throw new NotFound(`User ${id} does not exist`)
     return reply.code(204).send(null)
   })
 

@@ -1,5 +1,6 @@
 /** Prisma access for products. */
 import type { PrismaClient } from '../../generated/prisma/client.js'
+import { keysetPage } from '../../lib/schemas.js'
 
 export function productsRepository (prisma: PrismaClient) {
   return {
@@ -10,9 +11,7 @@ export function productsRepository (prisma: PrismaClient) {
         orderBy: { id: 'asc' },
         take: page.limit + 1
       })
-      const items = rows.slice(0, page.limit)
-      const nextCursor = rows.length > page.limit ? items[items.length - 1]!.id : null
-      return { items, nextCursor }
+      return keysetPage(rows, page.limit)
     },
 
     async findById (id: number) {

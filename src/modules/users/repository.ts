@@ -1,5 +1,6 @@
 /** Prisma access for users. Only `publicUserSelect` fields ever leave this module's callers. */
 import type { PrismaClient } from '../../generated/prisma/client.js'
+import { keysetPage } from '../../lib/schemas.js'
 
 export const publicUserSelect = {
   id: true,
@@ -43,18 +44,24 @@ export function usersRepository (prisma: PrismaClient) {
       })
     },
 
-    /** Deletes the user and, by the foreign key's ON DELETE CASCADE, their products. */
-    async delete (id: number): Promise<void> {
-      await prisma.user.delete({ where: { id } })
+    /**
+     * Deletes the user and, by the foreign key's ON DELETE CASCADE, their products; the
+     * result says whether there was such a user.
+     */
+    async delete (id: number): Promise<boolean> {
+      const { count } = await prisma.user.deleteMany({ where: { id } })
+      return count === 1
     },
 
-    async list (page: { limit: number, cursor?: number }): Promise<PublicUser[]> {
-      return await prisma.user.findMany({
+    /** A page in id order (see `keysetPage`). */
+    async page (page: { limit: number, cursor?: number }) {
+      const rows = await prisma.user.findMany({
         where: page.cursor === undefined ? {} : { id: { gt: page.cursor } },
         orderBy: { id: 'asc' },
-        take: page.limit,
+        take: page.limit + 1,
         select: publicUserSelect
       })
+      return keysetPage(rows, page.limit)
     }
   }
 }

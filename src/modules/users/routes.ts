@@ -4,7 +4,7 @@
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyRequest } from 'fastify'
-import { Forbidden } from '../../lib/problem.js'
+import { Forbidden, NotFound } from '../../lib/problem.js'
 import { bearerAuth, problems } from '../../lib/responses.js'
 import { IdParams } from '../../lib/schemas.js'
 import type { PublicUser } from './repository.js'
@@ -69,7 +69,8 @@ export const userRoutes: FastifyPluginAsyncTypebox<UserRoutesOptions> = async (a
     }
   }, async (request, reply) => {
     const { id } = ownRecord(request, request.params.id)
-    await service.users.delete(id)
+    // False only when a concurrent request deleted the user first.
+    if (!await service.users.delete(id)) throw new NotFound('The user no longer exists')
     return reply.code(204).send(null)
   })
 }
