@@ -9,7 +9,8 @@
  * The migrations are applied once, with the Prisma CLI, to a template database; every test
  * file then gets its own copy (`CREATE DATABASE ... TEMPLATE`, test/helpers/database.ts),
  * so files run in parallel without seeing each other's rows.
- * Arguments are passed to tap (e.g. `npm test -- test/users.test.ts`).
+ * Arguments are passed to tap (e.g. `npm test -- test/users.test.ts`). With none, the whole
+ * suite runs, then the deployment test (test/deploy/compose.test.ts: Docker Compose for real).
  */
 import { spawn } from 'node:child_process'
 import { chmod, mkdtemp } from 'node:fs/promises'
@@ -56,13 +57,26 @@ try {
   await migrateDeploy(withDatabase(adminUrl, template))
   console.log(`# migrations applied to ${template} in ${Date.now() - started} ms`)
 
-  code = await new Promise<number>((resolve) => {
-    const tap = spawn(process.execPath, [path.join('node_modules', 'tap', 'dist', 'esm', 'run.mjs'), ...process.argv.slice(2)], {
+  const tap = async (args: string[]): Promise<number> => await new Promise<number>((resolve) => {
+    const child = spawn(process.execPath, [path.join('node_modules', 'tap', 'dist', 'esm', 'run.mjs'), ...args], {
       stdio: 'inherit',
       env: { ...process.env, TEST_ADMIN_URL: adminUrl, TEST_TEMPLATE_DB: template, DATABASE_URL: '' }
     })
-    tap.on('close', (status) => resolve(status ?? 1))
+    child.on('close', (status) => resolve(status ?? 1))
   })
+  const args = process.argv.slice(2)
+  code = await tap(args)
+  // The deployment test (test/deploy/, excluded from tap's default set) runs after the rest,
+  // alone: its image build would otherwise load the machine under the timing-sensitive tests.
+  // COMPOSE_TEST=0 skips it (it needs Docker; see the file's header).
+  if (args.length === 0) {
+    if (process.env.COMPOSE_TEST === '0') {
+      console.log('# test/deploy skipped (COMPOSE_TEST=0)')
+    } else {
+      const deploy = await tap(['--timeout=1800', 'test/deploy/*.test.ts'])
+      code = code || deploy
+    }
+  }
 } finally {
   await admin(adminUrl, `DROP DATABASE IF EXISTS ${template} WITH (FORCE)`).catch(() => {})
   await embedded?.stop()

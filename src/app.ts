@@ -9,16 +9,22 @@ import fastifySwaggerUi from '@fastify/swagger-ui'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify'
 import type { Config } from './config.js'
+import { MemoryAttemptStore } from './lib/attempts.js'
 import { createValidatorCompiler, strictIntegerStrings } from './lib/validation.js'
 import { adminApiKeyScheme } from './modules/admin/api-keys.js'
 import { adminRoutes } from './modules/admin/routes.js'
+import { accountLimiter } from './modules/auth/account-limit.js'
+import { authBudget as createAuthBudget } from './modules/auth/budget.js'
 import { authRoutes } from './modules/auth/routes.js'
 import { healthRoutes } from './modules/health/routes.js'
+import { metricsRoutes } from './modules/metrics/routes.js'
 import { productRoutes } from './modules/products/routes.js'
 import { userRoutes } from './modules/users/routes.js'
 import authentication from './plugins/authentication.js'
 import contentCoding from './plugins/content-coding.js'
 import errorHandler from './plugins/error-handler.js'
+import loadShedding from './plugins/load-shedding.js'
+import metrics from './plugins/metrics.js'
 import password from './plugins/password.js'
 import prisma from './plugins/prisma.js'
 import { serverOptions } from './options.js'
@@ -50,7 +56,16 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
   await app.register(contentCoding)
   await app.register(fastifyHelmet, {
     // The OpenAPI page loads its own scripts and styles from /docs/static.
-    contentSecurityPolicy: { directives: { 'img-src': ["'self'", 'data:', 'validator.swagger.io'] } }
+    contentSecurityPolicy: {
+      directives: {
+        'img-src': ["'self'", 'data:', 'validator.swagger.io'],
+        // helmet's default asks browsers to fetch every subresource over HTTPS: over plain
+        // HTTP (compose on a LAN address) the page's own scripts then fail and it is blank.
+        'upgrade-insecure-requests': config.HTTPS_ONLY ? [] : null
+      }
+    },
+    // HSTS only where HTTPS is the only way in.
+    strictTransportSecurity: config.HTTPS_ONLY ? { maxAge: 31_536_000, includeSubDomains: true } : false
   })
   await app.register(fastifyRateLimit, {
     global: false,
@@ -68,17 +83,30 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
   })
   await app.register(fastifySwaggerUi, { routePrefix: '/docs' })
 
-  await app.register(prisma, { url: options.databaseUrl, poolSize: config.DB_POOL_SIZE })
+  await app.register(prisma, {
+    url: options.databaseUrl,
+    poolSize: config.DB_POOL_SIZE,
+    connectionTimeoutMillis: config.DB_CONNECT_TIMEOUT_MS,
+    statementTimeoutMillis: config.DB_STATEMENT_TIMEOUT_MS,
+    queryTimeoutMillis: config.DB_QUERY_TIMEOUT_MS
+  })
   await app.register(password, { cost: config.BCRYPT_COST })
   await app.register(authentication, { secret: config.SECRET, expiresIn: config.JWT_EXPIRES_IN })
+  await app.register(metrics)
+  await app.register(loadShedding, { maxEventLoopDelayMs: config.MAX_EVENT_LOOP_DELAY_MS, sampleIntervalMs: config.LOAD_SHED_SAMPLE_MS, maxDbWaiting: config.LOAD_SHED_MAX_DB_WAITING, retryAfterSeconds: config.LOAD_SHED_RETRY_AFTER_S })
 
-  const rateLimit = { max: config.RATE_LIMIT_AUTH_MAX, timeWindow: config.RATE_LIMIT_AUTH_WINDOW_MS }
-  await app.register(healthRoutes, { prefix: '/health' })
-  const accountLimit = { max: config.LOGIN_FAILURES_MAX, timeWindow: config.LOGIN_FAILURES_WINDOW_MS }
-  await app.register(authRoutes, { prefix: '/api/auth', rateLimit, accountLimit, expiresIn: config.JWT_EXPIRES_IN })
-  await app.register(userRoutes, { prefix: '/api/user', rateLimit })
+  // One per-client budget for every request that costs a bcrypt computation.
+  const authBudget = createAuthBudget({ max: config.RATE_LIMIT_AUTH_MAX, timeWindow: config.RATE_LIMIT_AUTH_WINDOW_MS })
+  await app.register(healthRoutes, { prefix: '/health', readyTimeoutMs: config.HEALTH_READY_TIMEOUT_MS })
+  // One budget of password guesses per account, for login and the current-password checks.
+  const guesses = accountLimiter({ max: config.LOGIN_FAILURES_MAX, timeWindow: config.LOGIN_FAILURES_WINDOW_MS })
+  await app.register(authRoutes, { prefix: '/api/auth', authBudget, guesses, expiresIn: config.JWT_EXPIRES_IN })
+  await app.register(userRoutes, { prefix: '/api/user', authBudget, guesses, accountChanges: { max: config.ACCOUNT_CHANGES_MAX, timeWindow: config.ACCOUNT_CHANGES_WINDOW_MS } })
   await app.register(productRoutes, { prefix: '/api/product' })
-  await app.register(adminRoutes, { prefix: '/api/admin', apiKeys: config.ADMIN_API_KEYS })
+  // One budget of wrong admin keys per client for /api/admin and /metrics together.
+  const keyFailures = { max: config.ADMIN_KEY_FAILURES_MAX, timeWindow: config.ADMIN_KEY_FAILURES_WINDOW_MS, store: new MemoryAttemptStore() }
+  await app.register(adminRoutes, { prefix: '/api/admin', apiKeys: config.ADMIN_API_KEYS, keyFailures })
+  await app.register(metricsRoutes, { apiKeys: config.ADMIN_API_KEYS, keyFailures })
 
   return app
 }

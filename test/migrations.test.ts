@@ -3,8 +3,11 @@
  * from schema.prisma alone is applied to one empty database, prisma/migrations to another
  * (the template of scripts/test.ts), and their catalogs are compared.
  */
+import { readdir, readFile } from 'node:fs/promises'
+import path from 'node:path'
 import pg from 'pg'
 import t from 'tap'
+import { MIGRATIONS_DIR } from '../src/db/pending.js'
 import { prismaCli } from '../src/db/prisma-cli.js'
 import { createEmptyDatabase, createTestDatabase, sqlClient } from './helpers/database.js'
 
@@ -37,4 +40,14 @@ t.test('prisma/migrations and prisma/schema.prisma agree', async (t) => {
   const expected = await catalog(fromSchema)
   t.ok(expected.columns!.length > 10, 'the schema has tables')
   t.same(await catalog(migrated), expected)
+})
+
+t.test('every migration keeps the schema.prisma it leads to; the newest one is the working schema (npm run db:migration diffs from it)', async (t) => {
+  const folders = (await readdir(MIGRATIONS_DIR, { withFileTypes: true })).filter((e) => e.isDirectory()).map((e) => e.name).sort()
+  for (const folder of folders) {
+    t.ok(await readFile(path.join(MIGRATIONS_DIR, folder, 'schema.prisma')).then(() => true, () => false), `${folder} has its schema.prisma`)
+  }
+  const newest = path.join(MIGRATIONS_DIR, folders.at(-1)!, 'schema.prisma')
+  const diff = await prismaCli(['migrate', 'diff', '--from-schema-datamodel', newest, '--to-schema-datamodel', 'prisma/schema.prisma', '--exit-code'], await createEmptyDatabase(t))
+  t.equal(diff.code, 0, `prisma/schema.prisma has changes no migration holds: run npm run db:migration -- <name>\n${diff.stdout}${diff.stderr}`)
 })

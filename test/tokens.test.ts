@@ -77,6 +77,11 @@ t.test('tokens on GET /api/user/:id', async (t) => {
     await refused(t, `Bearer ${hs256({ ...claims, sub: 'admin' })}`, 'non-numeric sub')
     await refused(t, `Bearer ${hs256({ ...claims, sub: me.id })}`, 'numeric (not string) sub')
     await refused(t, `Bearer ${hs256({ ...claims, sub: '99999999' })}`, 'sub of no user')
+    // Ids are PostgreSQL integers: a sub past 2^31-1 must not reach the query (it was a 500).
+    for (const sub of ['2147483648', '9999999999', '4294967296', '-1', '0', '1.5', '01', '+1', ' 1', '1e3', '0x10', '9'.repeat(400), '', `${me.id}\u0000`]) {
+      await refused(t, `Bearer ${hs256({ ...claims, sub })}`, `sub ${JSON.stringify(sub.slice(0, 20))}`)
+    }
+    await refused(t, `Bearer ${hs256({ ...claims, sub: '2147483647' })}`, 'sub at the top of the range (no such user)')
     const { ver: _ver, ...noVer } = claims
     await refused(t, `Bearer ${hs256(noVer)}`, 'missing ver')
     await refused(t, `Bearer ${hs256({ ...claims, ver: 1 })}`, 'a future token version')
@@ -85,7 +90,7 @@ t.test('tokens on GET /api/user/:id', async (t) => {
   t.test('issued before a password change', async (t) => {
     const other = await registerAndLogin(app)
     const before = other.token
-    const res = await injectAs(app, other, { method: 'PATCH', url: `/api/user/${other.id}`, payload: { password: 'changed password 1' } })
+    const res = await injectAs(app, other, { method: 'PATCH', url: `/api/user/${other.id}`, payload: { password: 'changed password 1', currentPassword: other.password } })
     t.equal(res.statusCode, 200)
     const r = await app.inject({ method: 'GET', url: `/api/user/${other.id}`, headers: { authorization: `Bearer ${before}` } })
     assertProblem(t, r, 401, 'UNAUTHORIZED')
@@ -94,9 +99,9 @@ t.test('tokens on GET /api/user/:id', async (t) => {
 
   t.test('of a deleted user', async (t) => {
     const gone = await registerAndLogin(app)
-    t.equal((await injectAs(app, gone, { method: 'DELETE', url: `/api/user/${gone.id}` })).statusCode, 204)
+    t.equal((await injectAs(app, gone, { method: 'DELETE', url: `/api/user/${gone.id}`, payload: { password: gone.password } })).statusCode, 204)
     for (const [method, path] of [['GET', `/api/user/${gone.id}`], ['POST', '/api/product'], ['DELETE', `/api/user/${gone.id}`]] as const) {
-      const res = await injectAs(app, gone, { method, url: path, payload: method === 'POST' ? { title: 'x', amount: 1 } : undefined })
+      const res = await injectAs(app, gone, { method, url: path, payload: method === 'POST' ? { title: 'x', amount: 1 } : method === 'DELETE' ? { password: gone.password } : undefined })
       assertProblem(t, res, 401, 'UNAUTHORIZED')
     }
   })

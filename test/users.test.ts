@@ -133,7 +133,7 @@ t.test('PATCH /api/user/:id', async (t) => {
     const me = await registerAndLogin(app)
     const db = await sqlClient(t, app.databaseUrl)
     const oldHash = (await db.query('SELECT password_hash FROM users WHERE id = $1', [me.id])).rows[0].password_hash
-    const res = await injectAs(app, me, { method: 'PATCH', url: `/api/user/${me.id}`, payload: { password: 'a brand new secret' } })
+    const res = await injectAs(app, me, { method: 'PATCH', url: `/api/user/${me.id}`, payload: { password: 'a brand new secret', currentPassword: me.password } })
     t.equal(res.statusCode, 200)
     assertNoSecrets(t, res, 'a brand new secret')
     const newHash = (await db.query('SELECT password_hash FROM users WHERE id = $1', [me.id])).rows[0].password_hash
@@ -167,7 +167,7 @@ t.test('PATCH /api/user/:id', async (t) => {
     for (const payload of [{}, { id: 5 }, { tokenVersion: 0 }, { username: 42 }, { email: 'nope' }, { password: 'short' }, { username: '' }]) {
       assertProblem(t, await injectAs(app, me, { method: 'PATCH', url: `/api/user/${me.id}`, payload }), 400, 'VALIDATION_FAILED')
     }
-    assertProblem(t, await injectAs(app, me, { method: 'PATCH', url: `/api/user/${me.id}`, payload: { password: 'ü'.repeat(40) } }), 400, 'BAD_REQUEST')
+    assertProblem(t, await injectAs(app, me, { method: 'PATCH', url: `/api/user/${me.id}`, payload: { password: 'ü'.repeat(40), currentPassword: me.password } }), 400, 'BAD_REQUEST')
   })
 
   t.test('without a token: 401', async (t) => {
@@ -182,7 +182,7 @@ t.test('DELETE /api/user/:id', async (t) => {
     const me = await registerAndLogin(app)
     const created = await injectAs(app, me, { method: 'POST', url: '/api/product', payload: { title: 'lamp', description: 'a lamp', amount: 1999 } })
     t.equal(created.statusCode, 201)
-    const res = await injectAs(app, me, { method: 'DELETE', url: `/api/user/${me.id}` })
+    const res = await injectAs(app, me, { method: 'DELETE', url: `/api/user/${me.id}`, payload: { password: me.password } })
     t.equal(res.statusCode, 204)
     t.equal(res.body, '')
     assertProblem(t, await injectAs(app, me, { method: 'GET', url: `/api/user/${me.id}` }), 401, 'UNAUTHORIZED')
@@ -195,13 +195,38 @@ t.test('DELETE /api/user/:id', async (t) => {
   t.test("another user's record: 403 and it stays", async (t) => {
     const me = await registerAndLogin(app)
     const other = await registerAndLogin(app)
-    assertProblem(t, await injectAs(app, me, { method: 'DELETE', url: `/api/user/${other.id}` }), 403, 'FORBIDDEN')
+    assertProblem(t, await injectAs(app, me, { method: 'DELETE', url: `/api/user/${other.id}`, payload: { password: me.password } }), 403, 'FORBIDDEN')
     t.equal((await injectAs(app, other, { method: 'GET', url: `/api/user/${other.id}` })).statusCode, 200)
   })
 
   t.test('without a token: 401; a bad id: 400', async (t) => {
-    assertProblem(t, await app.inject({ method: 'DELETE', url: '/api/user/1' }), 401, 'UNAUTHORIZED')
+    assertProblem(t, await app.inject({ method: 'DELETE', url: '/api/user/1', payload: { password: 'whatever' } }), 401, 'UNAUTHORIZED')
     const me = await registerAndLogin(app)
-    assertProblem(t, await injectAs(app, me, { method: 'DELETE', url: '/api/user/x' }), 400, 'VALIDATION_FAILED')
+    assertProblem(t, await injectAs(app, me, { method: 'DELETE', url: '/api/user/x', payload: { password: me.password } }), 400, 'VALIDATION_FAILED')
   })
+})
+
+t.test('PATCH /api/user/:id: a password change needs the current password', async (t) => {
+  const app = await build(t)
+  const me = await registerAndLogin(app)
+  const patch = async (payload: object) => await injectAs(app, me, { method: 'PATCH', url: `/api/user/${me.id}`, payload })
+  const missing = assertProblem(t, await patch({ password: 'a brand new secret' }), 400, 'BAD_REQUEST')
+  t.match(missing.detail, /currentPassword/, 'the detail names the missing field')
+  const wrong = assertProblem(t, await patch({ password: 'a brand new secret', currentPassword: 'not my password' }), 403, 'WRONG_PASSWORD')
+  t.match(wrong.detail, /current password is wrong/)
+  t.equal((await app.inject({ method: 'POST', url: '/api/auth/login', payload: { username: me.username, password: me.password } })).statusCode, 200, 'the password did not change')
+  t.equal((await injectAs(app, me, { method: 'GET', url: `/api/user/${me.id}` })).statusCode, 200, 'a wrong current password does not revoke the token')
+  assertProblem(t, await patch({ username: newUser().username, currentPassword: 'not my password' }), 403, 'WRONG_PASSWORD')
+  t.equal((await patch({ password: 'a brand new secret', currentPassword: me.password })).statusCode, 200, 'the right one: changed')
+})
+
+t.test('DELETE /api/user/:id needs the password', async (t) => {
+  const app = await build(t)
+  const me = await registerAndLogin(app)
+  const del = async (options: object) => await injectAs(app, me, { method: 'DELETE', url: `/api/user/${me.id}`, ...options })
+  assertProblem(t, await del({}), 400, 'VALIDATION_FAILED')
+  assertProblem(t, await del({ payload: {} }), 400, 'VALIDATION_FAILED')
+  assertProblem(t, await del({ payload: { password: 'not my password' } }), 403, 'WRONG_PASSWORD')
+  t.equal((await injectAs(app, me, { method: 'GET', url: `/api/user/${me.id}` })).statusCode, 200, 'still there')
+  t.equal((await del({ payload: { password: me.password } })).statusCode, 204, 'the right password deletes')
 })

@@ -30,7 +30,7 @@ export interface BenchHasher extends PasswordHasher {
 const here = path.dirname(fileURLToPath(import.meta.url))
 const workerFile = path.join(here, `bcrypt-worker${path.extname(fileURLToPath(import.meta.url))}`)
 
-function pooled (settings: WorkerSettings, cost: number): Omit<BenchHasher, 'verifyDummy'> {
+function pooled (settings: WorkerSettings, cost: number): Omit<BenchHasher, 'verifyDummy' | 'queueSize' | 'onTask'> {
   const pool = new Piscina({ filename: workerFile, minThreads: POOL_THREADS, maxThreads: POOL_THREADS, workerData: settings })
   return {
     hash: async (password) => await pool.run({ op: 'hash', password, cost } satisfies Task) as string,
@@ -40,7 +40,7 @@ function pooled (settings: WorkerSettings, cost: number): Omit<BenchHasher, 'ver
 }
 
 export async function createHasher (variant: Variant, cost: number): Promise<BenchHasher> {
-  let base: Omit<BenchHasher, 'verifyDummy'>
+  let base: Omit<BenchHasher, 'verifyDummy' | 'queueSize' | 'onTask'>
   switch (variant) {
     case 'bcryptjs-main':
       base = {
@@ -62,7 +62,8 @@ export async function createHasher (variant: Variant, cost: number): Promise<Ben
     case 'service': return await createPasswordHasher({ cost, threads: POOL_THREADS, nice: POOL_NICE })
   }
   const dummyHash = await base.hash('dummy password for timing')
-  return { ...base, verifyDummy: async (password) => { await base.verify(password, dummyHash); return false } }
+  // No queue to report and no timings: these variants run only in the bcrypt bench.
+  return { ...base, verifyDummy: async (password) => { await base.verify(password, dummyHash); return false }, queueSize: () => 0, onTask: () => {} }
 }
 
 export function isVariant (name: string): name is Variant {

@@ -15,6 +15,10 @@ export interface ClientOptions {
   poolSize?: number
   /** How long to wait for a connection before failing (the request then answers 503). */
   connectionTimeoutMillis?: number
+  /** Server side: PostgreSQL cancels a longer statement (SQLSTATE 57014, answered 503); 0 = none. */
+  statementTimeoutMillis?: number
+  /** Client side: a query with no answer fails after this long ('Query read timeout', 503) and its connection is dropped; 0 = none. */
+  queryTimeoutMillis?: number
 }
 
 const pools = new WeakMap<PrismaClient, pg.Pool>()
@@ -24,12 +28,29 @@ export function createPrismaClient (options: ClientOptions): PrismaClient {
     connectionString: options.url,
     max: options.poolSize ?? 10,
     connectionTimeoutMillis: options.connectionTimeoutMillis ?? 5000,
-    idleTimeoutMillis: 30_000
+    idleTimeoutMillis: 30_000,
+    // A hung database must not hold requests: the server cancels long statements (also a
+    // wait on a lock), and when the server itself does not answer (frozen host, network
+    // gone), the client gives up. pg-pool discards a connection whose query failed so.
+    ...(options.statementTimeoutMillis ? { statement_timeout: options.statementTimeoutMillis } : {}),
+    ...(options.queryTimeoutMillis ? { query_timeout: options.queryTimeoutMillis } : {})
   })
-  // Prisma's $disconnect ends the pool.
+  // An idle connection the server drops (a restart, a dropped database) is discarded by the
+  // pool and the next query opens a new one. Without a listener of our own, the 'error'
+  // event would crash the process whenever Prisma (which adds one when it first
+  // connects) has not run a query yet and only our own statements used the pool.
+  pool.on('error', () => {})
+  // Prisma's $disconnect ends the pool (once Prisma has connected; see `closePrismaClient`).
   const client = new PrismaClient({ adapter: new PrismaPg(pool, { disposeExternalPool: true }) })
   pools.set(client, pool)
   return client
+}
+
+/** Disconnects Prisma and ends its pool, also when only `sqlPool` statements ever used it. */
+export async function closePrismaClient (client: PrismaClient): Promise<void> {
+  await client.$disconnect()
+  const pool = pools.get(client)
+  if (pool !== undefined && !pool.ended) await pool.end()
 }
 
 /** The `pg` pool under a client made by `createPrismaClient`, shared with Prisma. */

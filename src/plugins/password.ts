@@ -24,7 +24,13 @@ export interface PasswordHasher {
    * unknown user takes as long as one with a wrong password.
    */
   verifyDummy: (password: string) => Promise<false>
+  /** Tasks waiting for a worker thread (metrics: src/plugins/metrics.ts). */
+  queueSize: () => number
+  /** Calls `listener` after every task with its time in seconds, queue wait included. */
+  onTask: (listener: TaskListener) => void
 }
+
+export type TaskListener = (op: PasswordTask['op'], seconds: number) => void
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -50,7 +56,17 @@ export async function createPasswordHasher (options: PasswordHasherOptions): Pro
   const { cost } = options
   const threads = options.threads ?? Math.min(os.availableParallelism(), 4)
   const pool = new Piscina({ filename: WORKER_FILE, minThreads: threads, maxThreads: threads, workerData: { nice: options.nice ?? 10 } })
-  const run = async <T>(task: PasswordTask): Promise<T> => await pool.run(task) as T
+  const listeners: TaskListener[] = []
+  const run = async <T>(task: PasswordTask): Promise<T> => {
+    if (listeners.length === 0) return await pool.run(task) as T
+    const start = process.hrtime.bigint()
+    try {
+      return await pool.run(task) as T
+    } finally {
+      const seconds = Number(process.hrtime.bigint() - start) / 1e9
+      for (const listener of listeners) listener(task.op, seconds)
+    }
+  }
   // Made in the background: awaiting it here would hold the app's start behind a worker
   // thread's start-up and one hash, which under load outlasted Fastify's plugin timeout.
   const dummyHash = run<string>({ op: 'hash', password: 'dummy password for timing', cost })
@@ -59,6 +75,8 @@ export async function createPasswordHasher (options: PasswordHasherOptions): Pro
     hash: async (password) => await run<string>({ op: 'hash', password, cost }),
     verify: async (password, passwordHash) => await run<boolean>({ op: 'verify', password, hash: passwordHash }),
     verifyDummy: async (password) => { await run<boolean>({ op: 'verify', password, hash: await dummyHash }); return false },
+    queueSize: () => pool.queueSize,
+    onTask: (listener) => { listeners.push(listener) },
     close: async () => { await pool.destroy() }
   }
 }

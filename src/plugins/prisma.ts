@@ -1,7 +1,7 @@
 /** Decorates the app with `prisma`, disconnected when the app closes. */
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
-import { createPrismaClient, type PrismaClient } from '../db/client.js'
+import { closePrismaClient, createPrismaClient, type ClientOptions, type PrismaClient } from '../db/client.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -9,15 +9,12 @@ declare module 'fastify' {
   }
 }
 
-export interface PrismaPluginOptions {
-  url: string
-  poolSize?: number
-}
+export type PrismaPluginOptions = ClientOptions
 
 async function prismaPlugin (app: FastifyInstance, options: PrismaPluginOptions): Promise<void> {
-  const prisma = createPrismaClient({ url: options.url, poolSize: options.poolSize })
+  const prisma = createPrismaClient(options)
   app.decorate('prisma', prisma)
-  app.addHook('onClose', async () => { await prisma.$disconnect() })
+  app.addHook('onClose', async () => { await closePrismaClient(prisma) })
 }
 
 export default fp(prismaPlugin, { name: 'prisma', fastify: '5.x' })

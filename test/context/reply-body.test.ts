@@ -47,7 +47,147 @@ t.test('sendStatus: status text when the body is empty, the written body otherwi
   t.equal(written.body, 'custom body', 'a body that was written is kept')
 })
 
-t.test('send and sendString: native reply.send of bytes or text', async (t) => {
+t.test('the context body (SPEC.md): setBody sets, write appends, sendStatus keeps a body; sent once when the handler ends', async (t) => {
+  const app = await replyApp(t, (app) => {
+    app.get('/set-twice', async (_request, reply) => {
+      reply.setBody('first')
+      reply.setBody('second')
+    })
+    app.get('/status-after-body', async (_request, reply) => {
+      reply.sendString('kept')
+      reply.sendStatus(404)
+    })
+    app.get('/status-twice', async (_request, reply) => {
+      reply.sendStatus(404)
+      reply.sendStatus(410)
+    })
+    app.get('/status-then-write', async (_request, reply) => {
+      reply.sendStatus(503)
+      reply.writeString(': try later')
+    })
+    app.get('/body-then-write', async (_request, reply) => {
+      reply.setBody(Buffer.from('ab'))
+      reply.write('cd')
+    })
+    app.get('/write-then-set', async (_request, reply) => {
+      reply.writeString('draft')
+      reply.setBody('final')
+    })
+    app.get('/status-after-json', async (_request, reply) => {
+      reply.json({ created: true })
+      reply.code(201).header('location', '/x/1')
+    })
+    app.get('/body-after-json', async (_request, reply) => {
+      reply.json({ a: 1 })
+      reply.setBody('{"b":2}')
+    })
+    app.get('/bytes', async (_request, reply) => {
+      reply.setBody(new Uint8Array([0, 1, 255]))
+    })
+    app.get('/typed-bytes', async (_request, reply) => {
+      reply.type('image/png')
+      reply.setBody(Buffer.from([0x89]))
+    })
+    app.get('/sync', (_request, reply) => {
+      reply.sendStatus(202)
+    })
+    app.get('/sync-json', (_request, reply) => {
+      reply.json({ sync: true })
+    })
+    app.get('/callback', (_request, reply) => {
+      reply.writeString('a')
+      setImmediate(() => {
+        reply.writeString('b')
+        reply.send()
+      })
+      return reply
+    })
+  })
+  const get = async (url: string) => await app.inject(url)
+
+  t.equal((await get('/set-twice')).body, 'second', 'a later Send is not lost')
+  const statusAfterBody = await get('/status-after-body')
+  t.equal(statusAfterBody.statusCode, 404, 'a later SendStatus sets the status')
+  t.equal(statusAfterBody.body, 'kept', '...and keeps the body that was set')
+  const twice = await get('/status-twice')
+  t.same([twice.statusCode, twice.body], [410, 'Not Found'], 'the second SendStatus finds a body (the first status text)')
+  const statusThenWrite = await get('/status-then-write')
+  t.same([statusThenWrite.statusCode, statusThenWrite.body], [503, 'Service Unavailable: try later'], 'Write after SendStatus appends')
+  const bodyThenWrite = await get('/body-then-write')
+  t.equal(bodyThenWrite.body, 'abcd', 'Write after Send appends')
+  t.equal(bodyThenWrite.headers['content-type'], 'application/octet-stream', 'bytes set first: octet-stream')
+  const writeThenSet = await get('/write-then-set')
+  t.equal(writeThenSet.body, 'final', 'Send after Write replaces')
+  t.equal(writeThenSet.headers['content-type'], 'text/plain; charset=utf-8')
+  const created = await get('/status-after-json')
+  t.same([created.statusCode, created.headers.location, created.json()], [201, '/x/1', { created: true }], 'status and headers after JSON still count')
+  t.equal((await get('/body-after-json')).body, '{"b":2}', 'JSON sets the body like Send: a later Send replaces it')
+  const bytes = await get('/bytes')
+  t.same([...bytes.rawPayload], [0, 1, 255])
+  t.equal(bytes.headers['content-type'], 'application/octet-stream')
+  t.equal(bytes.headers['content-length'], '3')
+  t.equal((await get('/typed-bytes')).headers['content-type'], 'image/png', 'a type the handler set wins')
+  const sync = await get('/sync')
+  t.same([sync.statusCode, sync.body], [202, 'Accepted'], 'a sync handler: the body goes out when it returns')
+  t.same((await get('/sync-json')).json(), { sync: true })
+  t.equal((await get('/callback')).body, 'ab', 'callback style: reply.send() without a payload sends the context body')
+})
+
+t.test('the context body: plain reply.send and returned values keep Fastify\'s meaning; errors win; HEAD', async (t) => {
+  const app = await replyApp(t, (app) => {
+    app.get('/send-payload', async (_request, reply) => {
+      reply.setBody('context')
+      return reply.send('plain send wins')
+    })
+    app.get('/returned', async (_request, reply) => {
+      reply.setBody('context')
+      return { returned: true }
+    })
+    app.get('/thrown', async (_request, reply) => {
+      reply.setBody('must not leak')
+      reply.code(200)
+      throw Object.assign(new Error('nope'), { statusCode: 409 })
+    })
+    app.get('/head', async (_request, reply) => {
+      reply.sendString('twelve bytes')
+    })
+    app.get('/untouched', async () => undefined)
+  })
+  t.equal((await app.inject('/send-payload')).body, 'plain send wins')
+  t.same((await app.inject('/returned')).json(), { returned: true })
+  const thrown = await app.inject('/thrown')
+  t.equal(thrown.statusCode, 409)
+  t.notOk(thrown.body.includes('must not leak'))
+  const head = await app.inject({ method: 'HEAD', url: '/head' })
+  t.equal(head.statusCode, 200)
+  t.equal(head.body, '')
+  t.equal(head.headers['content-length'], '12')
+  const untouched = await app.inject('/untouched')
+  t.same([untouched.statusCode, untouched.body], [200, ''], 'no context body: Fastify\'s empty reply')
+})
+
+t.test('the context body on routes registered before the plugin: async handlers, and reply.send() in sync ones', async (t) => {
+  const Fastify = (await import('fastify')).default
+  const context = (await import('../../src/plugins/context/index.js')).default
+  const app = Fastify()
+  t.teardown(() => app.close())
+  await app.register(async (child) => {
+    child.get('/early-async', async (_request, reply) => {
+      reply.sendStatus(404)
+    })
+    child.get('/early-sync', (_request, reply) => {
+      reply.writeString('sync')
+      reply.send()
+    })
+  })
+  await app.register(context)
+  await app.ready()
+  const early = await app.inject('/early-async')
+  t.same([early.statusCode, early.body], [404, 'Not Found'])
+  t.equal((await app.inject('/early-sync')).body, 'sync')
+})
+
+t.test('Fastify\'s own reply.send of bytes or text is unchanged', async (t) => {
   const app = await replyApp(t, (app) => {
     app.get('/bytes', async (_request, reply) => reply.send(Buffer.from([0, 1, 2, 255])))
     app.get('/text', async (_request, reply) => reply.send('héllo'))

@@ -1,5 +1,6 @@
 /** SPEC.md "Response writing": SendFile, Download (Attachment: reply-headers). */
-import { readFileSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
 import { request as httpRequest, type IncomingHttpHeaders } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import path from 'node:path'
@@ -15,11 +16,11 @@ async function filesApp (t: Tap) {
   return replyApp(t, (app) => {
     app.get('/file', async (request, reply) => {
       const { name, compress } = request.query as { name: string, compress?: string }
-      return reply.sendFile(name, compress === 'true')
+      return reply.serveFile(name, compress === 'true')
     })
     app.get('/download', async (request, reply) => {
       const { name, as } = request.query as { name: string, as?: string }
-      return reply.download(name, as)
+      return reply.downloadFile(name, as)
     })
   }, { files: { root: ROOT } })
 }
@@ -39,7 +40,7 @@ async function rawRequest (url: string, method = 'GET', headers: Record<string, 
   })
 }
 
-t.test('sendFile: body, Content-Type from the extension, ETag, Last-Modified, Accept-Ranges', async (t) => {
+t.test('serveFile: body, Content-Type from the extension, ETag, Last-Modified, Accept-Ranges', async (t) => {
   const app = await filesApp(t)
   const cases: Array<[string, string, string]> = [
     ['hello.txt', 'text/plain; charset=utf-8', 'hello, world\n'],
@@ -64,7 +65,7 @@ t.test('sendFile: body, Content-Type from the extension, ETag, Last-Modified, Ac
   }
 })
 
-t.test('sendFile: outside the root 403, missing 404, dotfiles and directories 404', async (t) => {
+t.test('serveFile: outside the root 403, missing 404, dotfiles and directories 404', async (t) => {
   const app = await filesApp(t)
   const cases: Array<[string, number, string]> = [
     ['../outside.txt', 403, 'FST_CONTEXT_FILE_FORBIDDEN'],
@@ -84,7 +85,71 @@ t.test('sendFile: outside the root 403, missing 404, dotfiles and directories 40
   }
 })
 
-t.test('sendFile: conditional GET gives 304 / 412', async (t) => {
+t.test('serveFile and downloadFile contain by real path: a symbolic link out of the root is refused', async (t) => {
+  // root/: inside.txt, .env, link-in -> inside.txt, link-out -> ../outside/secret.txt,
+  // dir-out -> ../outside, alias.txt -> .env, .alias -> inside.txt, loop -> loop, dangling -> nowhere
+  const base = mkdtempSync(path.join(tmpdir(), 'context-files-'))
+  t.teardown(() => rmSync(base, { recursive: true, force: true }))
+  const root = path.join(base, 'root')
+  mkdirSync(root)
+  mkdirSync(path.join(base, 'outside'))
+  writeFileSync(path.join(base, 'outside', 'secret.txt'), 'TOP SECRET\n')
+  writeFileSync(path.join(root, 'inside.txt'), 'inside\n')
+  writeFileSync(path.join(root, '.env'), 'PASSWORD=x\n')
+  symlinkSync('inside.txt', path.join(root, 'link-in'))
+  symlinkSync(path.join('..', 'outside', 'secret.txt'), path.join(root, 'link-out.txt'))
+  symlinkSync(path.join(base, 'outside'), path.join(root, 'dir-out'))
+  symlinkSync('.env', path.join(root, 'alias.txt'))
+  symlinkSync('inside.txt', path.join(root, '.alias'))
+  symlinkSync('loop', path.join(root, 'loop'))
+  symlinkSync('nowhere', path.join(root, 'dangling'))
+  // A root reached through a link is fine: containment compares real paths on both sides.
+  symlinkSync(root, path.join(base, 'root-link'))
+
+  const app = await replyApp(t, (app) => {
+    app.get('/file', async (request, reply) => reply.serveFile((request.query as { name: string }).name))
+    app.get('/download', async (request, reply) => reply.downloadFile((request.query as { name: string }).name))
+  }, { files: { root: path.join(base, 'root-link') } })
+
+  const cases: Array<[string, number, string]> = [
+    ['inside.txt', 200, 'inside\n'],
+    ['link-in', 200, 'inside\n'],
+    ['link-out.txt', 403, 'FST_CONTEXT_FILE_FORBIDDEN'],
+    ['dir-out/secret.txt', 403, 'FST_CONTEXT_FILE_FORBIDDEN'],
+    [path.join(base, 'root-link', 'link-out.txt'), 403, 'FST_CONTEXT_FILE_FORBIDDEN'],
+    ['alias.txt', 404, 'FST_CONTEXT_FILE_NOT_FOUND'],
+    ['.alias', 404, 'FST_CONTEXT_FILE_NOT_FOUND'],
+    ['loop', 404, 'FST_CONTEXT_FILE_NOT_FOUND'],
+    ['dangling', 404, 'FST_CONTEXT_FILE_NOT_FOUND']
+  ]
+  for (const route of ['/file', '/download']) {
+    for (const [name, status, expected] of cases) {
+      const response = await app.inject({ url: route, query: { name } })
+      t.equal(response.statusCode, status, `${route} ${name}`)
+      if (status === 200) t.equal(response.body, expected, `${route} ${name}`)
+      else t.equal(response.json().code, expected, `${route} ${name}`)
+      t.notOk(response.body.includes('SECRET') || response.body.includes('PASSWORD'), `${route} ${name}: nothing leaks`)
+    }
+  }
+})
+
+t.test('serveFile / downloadFile live beside @fastify/static\'s own sendFile / download (no name clash)', async (t) => {
+  const fastifyStatic = (await import('@fastify/static')).default
+  const app = await replyApp(t, async (app) => {
+    await app.register(fastifyStatic, { root: path.join(ROOT, 'sub'), serve: false })
+    app.get('/theirs', async (_request, reply) => reply.sendFile('inner.txt'))
+    app.get('/their-download', async (_request, reply) => reply.download('inner.txt', 'x.txt'))
+    app.get('/ours', async (_request, reply) => reply.serveFile('hello.txt', true))
+  }, { files: { root: ROOT } })
+  const theirs = await app.inject('/theirs')
+  t.same([theirs.statusCode, theirs.body], [200, 'nested\n'], '@fastify/static\'s sendFile, from its own root')
+  t.match((await app.inject('/their-download')).headers['content-disposition'], /^attachment; filename="?x\.txt"?$/)
+  const ours = await app.inject({ url: '/ours', headers: { 'accept-encoding': 'gzip' } })
+  t.same([ours.statusCode, ours.headers['content-encoding']], [200, 'gzip'], 'ours, from files.root, compressed')
+  t.equal(zlib.gunzipSync(ours.rawPayload).toString(), 'hello, world\n')
+})
+
+t.test('serveFile: conditional GET gives 304 / 412', async (t) => {
   const app = await filesApp(t)
   const first = await app.inject({ url: '/file', query: { name: 'hello.txt' } })
   const etag = first.headers.etag as string
@@ -102,7 +167,7 @@ t.test('sendFile: conditional GET gives 304 / 412', async (t) => {
   t.equal(precondition.statusCode, 412)
 })
 
-t.test('sendFile: Range gives 206 with Content-Range, 416 when unsatisfiable', async (t) => {
+t.test('serveFile: Range gives 206 with Content-Range, 416 when unsatisfiable', async (t) => {
   const app = await filesApp(t)
   const partial = await app.inject({ url: '/file', query: { name: 'hello.txt' }, headers: { range: 'bytes=0-4' } })
   t.equal(partial.statusCode, 206)
@@ -116,7 +181,7 @@ t.test('sendFile: Range gives 206 with Content-Range, 416 when unsatisfiable', a
   t.equal(unsatisfiable.headers['content-range'], 'bytes */13')
 })
 
-t.test('sendFile(path, true): compresses when the client accepts it, never otherwise', async (t) => {
+t.test('serveFile(path, true): compresses when the client accepts it, never otherwise', async (t) => {
   const app = await filesApp(t)
   const gzip = await app.inject({ url: '/file', query: { name: 'big.txt', compress: 'true' }, headers: { 'accept-encoding': 'gzip, deflate, br' } })
   t.equal(gzip.statusCode, 200)
@@ -144,7 +209,7 @@ t.test('sendFile(path, true): compresses when the client accepts it, never other
   t.equal(off.headers.vary, undefined)
 })
 
-t.test('download: attachment named after the file or the given name, Content-Type from that name', async (t) => {
+t.test('downloadFile: attachment named after the file or the given name, Content-Type from that name', async (t) => {
   const app = await filesApp(t)
   const plain = await app.inject({ url: '/download', query: { name: 'sub/inner.txt' } })
   t.equal(plain.statusCode, 200)
@@ -168,7 +233,7 @@ t.test('download: attachment named after the file or the given name, Content-Typ
   t.equal(outside.statusCode, 403)
 })
 
-t.test('sendFile and download over a real socket: range, 304, gzip, HEAD', async (t) => {
+t.test('serveFile and downloadFile over a real socket: range, 304, gzip, HEAD', async (t) => {
   const app = await filesApp(t)
   await app.listen({ port: 0, host: '127.0.0.1' })
   const { port } = app.server.address() as AddressInfo
@@ -194,19 +259,19 @@ t.test('sendFile and download over a real socket: range, 304, gzip, HEAD', async
   t.same(head, { status: 200, length: '13', body: '' })
 })
 
-t.test('sendFile without files.root throws FileRootMissingError; bad options and arguments', async (t) => {
+t.test('serveFile without files.root throws FileRootMissingError; bad options and arguments', async (t) => {
   const app = await replyApp(t, (app) => {
-    app.get('/', async (_request, reply) => reply.sendFile('hello.txt'))
+    app.get('/', async (_request, reply) => reply.serveFile('hello.txt'))
   })
   const response = await app.inject('/')
   t.equal(response.statusCode, 500)
-  t.equal(response.json().code, new FileRootMissingError('sendFile').code)
+  t.equal(response.json().code, new FileRootMissingError('serveFile').code)
 
   await t.rejects(replyApp(t, () => {}, { files: { root: path.join(ROOT, 'hello.txt') } }), ContextOptionError, 'root must be a folder')
   await t.rejects(replyApp(t, () => {}, { files: { root: path.join(ROOT, 'nope') } }), ContextOptionError)
 
   const strict = await replyApp(t, (app) => {
-    app.get('/root-arg', async (_request, reply) => reply.sendFile('hello.txt', '/etc' as unknown as boolean))
+    app.get('/root-arg', async (_request, reply) => reply.serveFile('hello.txt', '/etc' as unknown as boolean))
   }, { files: { root: ROOT } })
   const rootArg = await strict.inject('/root-arg')
   t.equal(rootArg.statusCode, 500, "@fastify/static's (file, rootPath) form is refused")

@@ -21,6 +21,7 @@ t.test('redirectToRoute: the named route URL, queries as a query string, 302 unl
   const app = await replyApp(t, async (app) => {
     await app.register(routing)
     app.get('/users/:id/files/*', { config: { name: 'user-file' } }, async () => 'file')
+    app.get('/*', { config: { name: 'root-wildcard' } }, async (request) => (request.params as Record<string, string>)['*'])
     app.get('/search', { config: { name: 'search' } }, async () => 'search')
     app.get('/go', async (request, reply) => {
       const { to } = request.query as { to: string }
@@ -28,6 +29,10 @@ t.test('redirectToRoute: the named route URL, queries as a query string, 302 unl
         case 'file': return reply.redirectToRoute('user-file', { id: 'a b', '*': 'docs/x y.txt' })
         case 'query': return reply.redirectToRoute('search', { queries: { q: 'a&b c', page: 2 } }, 301)
         case 'empty-query': return reply.redirectToRoute('search', { queries: {} })
+        case 'plus': return reply.redirectToRoute('user-file', { id: '7', '+': 'a/b.txt' })
+        case 'plus1': return reply.redirectToRoute('user-file', { id: '7', '+1': 'c.txt' })
+        case 'star1': return reply.redirectToRoute('user-file', { id: '7', '*1': 'd.txt' })
+        case 'evil': return reply.redirectToRoute('root-wildcard', { '*': (request.query as { v: string }).v })
         case 'unknown': return reply.redirectToRoute('nope', {})
         case 'missing': return reply.redirectToRoute('user-file', {})
         default: return reply.redirectToRoute('search', {}, 200)
@@ -41,6 +46,26 @@ t.test('redirectToRoute: the named route URL, queries as a query string, 302 unl
   t.equal(query.statusCode, 301)
   t.equal(query.headers.location, '/search?q=a%26b+c&page=2')
   t.equal((await app.inject({ url: '/go', query: { to: 'empty-query' } })).headers.location, '/search')
+
+  t.equal((await app.inject({ url: '/go', query: { to: 'plus' } })).headers.location, '/users/7/files/a/b.txt', '+ names the wildcard')
+  t.equal((await app.inject({ url: '/go', query: { to: 'plus1' } })).headers.location, '/users/7/files/c.txt', '+1 too')
+  t.equal((await app.inject({ url: '/go', query: { to: 'star1' } })).headers.location, '/users/7/files/d.txt', 'and *1')
+
+  // A wildcard value must not turn the Location into a protocol-relative URL (another host).
+  for (const [v, location] of [
+    ['/evil.example', '/%2Fevil.example'],
+    ['/evil.example/x', '/%2Fevil.example/x'],
+    ['//evil.example', '/%2F/evil.example'],
+    ['\\evil.example', '/%5Cevil.example'],
+    ['ok/path', '/ok/path']
+  ] as const) {
+    const response = await app.inject({ url: '/go', query: { to: 'evil', v } })
+    t.equal(response.statusCode, 302)
+    t.equal(response.headers.location, location, `* = ${v}`)
+    t.notOk(/^[/\\]{2}/.test(String(response.headers.location)), `* = ${v}: never // or /\\`)
+    const followed = await app.inject(String(response.headers.location))
+    t.equal(followed.body, v, `* = ${v}: the route reads the same value back`)
+  }
 
   const unknown = await app.inject({ url: '/go', query: { to: 'unknown' } })
   t.equal(unknown.statusCode, 500)
@@ -75,13 +100,23 @@ t.test('redirectBack: same-origin Referer followed (path and query only), anythi
     [undefined, '/home', 'no Referer'],
     ['', '/home', 'empty Referer'],
     ['not a url', '/home', 'unparsable Referer'],
-    ['/relative/path', '/home', 'relative Referer is not trusted'],
+    ['/relative/path?x=1', '/relative/path?x=1', 'path-only Referer is same-origin'],
+    ['/back', '/back', 'path-only Referer'],
+    ['/a/../b', '/b', 'path-only Referer, dot segments resolved'],
+    ['//evil.example/x', '/home', 'protocol-relative Referer: another origin'],
+    ['/\\evil.example/x', '/home', '/\\ reads as // : another origin'],
+    ['\\\\evil.example', '/home', 'backslashes only: not path-absolute'],
+    ['/\t/evil.example', '/home', 'a tab (which URL parsing drops) refuses the Referer'],
+    ['relative/path', '/home', 'path-relative Referer is not followed'],
+    ['?q=1', '/home', 'query-only Referer is not followed'],
     ['http://evil.example/phish', '/home', 'other origin'],
     ['https://shop.example/cart', '/home', 'other scheme is another origin'],
     ['http://shop.example:8080/cart', '/home', 'other port is another origin'],
     ['http://shop.example//evil.example/x', '/evil.example/x', 'leading slashes collapsed: never protocol-relative'],
     ['http://shop.example/\\evil.example', '/evil.example', 'backslash (read as /) collapsed too'],
     ['javascript:alert(1)', '/home', 'not http'],
+    ['data:text/html,x', '/home', 'data: scheme'],
+    ['HTTP://shop.example/ok', '/ok', 'scheme case-insensitive'],
     ['https://trusted.example/page?x=1', 'https://trusted.example/page?x=1', 'origin listed in redirectBackOrigins'],
     ['http://shop.example/ünï', '/%C3%BCn%C3%AF', 'encoded']
   ]

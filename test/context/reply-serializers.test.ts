@@ -1,7 +1,7 @@
 /** SPEC.md "Response writing": JSON, JSONP, XML; "Content negotiation": Format. */
 import t from 'tap'
 import { Type } from 'typebox'
-import { JsonpCallbackError } from '../../src/plugins/context/index.js'
+import { JsonpCallbackError, XmlNameError } from '../../src/plugins/context/index.js'
 import errorHandler from '../../src/plugins/error-handler.js'
 import { replyApp } from './reply-app.js'
 
@@ -19,7 +19,7 @@ t.test('json: application/json unless a content type is given; the route respons
   t.equal(plain.headers['content-type'], 'application/json; charset=utf-8')
   t.equal(plain.body, '{"a":1,"b":["x"],"c":null}')
   const typed = await app.inject('/typed')
-  t.equal(typed.headers['content-type'], 'application/problem+json; charset=utf-8', 'Fastify adds the charset to JSON types')
+  t.equal(typed.headers['content-type'], 'application/problem+json', 'a given content type is kept as given (no charset added)')
   t.same(typed.json(), { title: 'x' })
   t.equal((await app.inject('/undefined')).body, 'null')
   t.equal((await app.inject('/string')).body, '"text"')
@@ -73,6 +73,50 @@ t.test('xml: XMLBuilder output as application/xml, escaped, attributes with @_',
   t.equal(object.body, '<user id="7"><name>Ann &amp; &lt;Bob&gt;</name><tags><tag>a</tag><tag>b</tag></tags></user>')
   t.equal((await app.inject('/array')).body, '<root><item>1</item><item>2</item></root>')
   t.equal((await app.inject('/string')).body, '<root>text &lt;x&gt;</root>')
+})
+
+t.test('xml: keys that are not XML names are refused (400), never written as markup', async (t) => {
+  const app = await replyApp(t, async (app) => {
+    app.post('/', async (request, reply) => reply.xml(request.body))
+  })
+  const post = async (body: unknown) => await app.inject({ method: 'POST', url: '/', payload: body as Record<string, unknown> })
+  const refused: Array<[unknown, string]> = [
+    [{ 'script xmlns="http://www.w3.org/1999/xhtml"': 'alert(1)' }, 'element name with a space and a namespace'],
+    [{ 'svg onload="alert(1)"': 'x' }, 'attribute smuggled in an element name'],
+    [{ a: { '@_onload="x" b': '1' } }, 'attribute name with markup'],
+    [{ a: { '@_xmlns': 'http://www.w3.org/1999/xhtml' } }, 'namespace declaration'],
+    [{ a: { '@_xmlns:h': 'http://www.w3.org/1999/xhtml' } }, 'prefixed namespace declaration'],
+    [{ '?xml-stylesheet': 'href="evil.xsl"' }, 'processing instruction'],
+    [{ a: { 'b>c': 1 } }, 'nested key with >'],
+    [{ '1a': 'x' }, 'name starting with a digit'],
+    [{ '': 'x' }, 'empty name'],
+    [{ a: [{ '<b': 1 }] }, 'key inside an array'],
+    [{ a: { '@_x': { y: 1 } } }, 'attribute with an object value']
+  ]
+  for (const [body, label] of refused) {
+    const response = await post(body)
+    t.equal(response.statusCode, 400, label)
+    t.equal(response.json().code, new XmlNameError('x').code, label)
+    t.notOk(String(response.headers['content-type']).includes('xml'), `${label}: no XML sent`)
+  }
+  const ok = await post({ 'ns:élément_1.x-y': { '@_data-id': 'a"<&>\'', '#text': 'v' } })
+  t.equal(ok.statusCode, 200)
+  t.equal(ok.body, '<ns:élément_1.x-y data-id="a&quot;&lt;&amp;&gt;&apos;">v</ns:élément_1.x-y>', 'valid names kept, values escaped')
+  const controls = await post({ a: 'x\u0000y\u001bz\ud800' })
+  t.equal(controls.body, '<a>x\ufffdy\ufffdz\ufffd</a>', 'characters XML cannot hold become U+FFFD')
+})
+
+t.test('xml: data nested too deep (or circular) is refused, not a stack overflow', async (t) => {
+  const app = await replyApp(t, (app) => {
+    app.get('/', async (_request, reply) => {
+      const circular: Record<string, unknown> = { a: 1 }
+      circular.self = circular
+      return reply.xml({ root: circular })
+    })
+  })
+  const response = await app.inject('/')
+  t.equal(response.statusCode, 500)
+  t.equal(response.json().code, 'FST_CONTEXT_INVALID_ARGUMENT')
 })
 
 t.test('format: negotiates plain text, <p>html</p> (escaped) or a JSON string on Accept', async (t) => {

@@ -3,7 +3,7 @@
  * `@ts-expect-error` fails the check when the misuse stops being an error), and its runtime
  * exports, checked by tap.
  */
-import type { FastifyReply } from 'fastify'
+import type { FastifyReply, FastifyRequest } from 'fastify'
 import t from 'tap'
 import * as contextModule from '../../src/plugins/context/index.js'
 import type { CookieRecord, RedirectToRouteParams, Storage } from '../../src/plugins/context/index.js'
@@ -11,7 +11,7 @@ import type { CookieRecord, RedirectToRouteParams, Storage } from '../../src/plu
 type Equal<A, B> = (<T>() => T extends A ? 1 : 2) extends (<T>() => T extends B ? 1 : 2) ? true : false
 function expectType<A, B> (_proof: Equal<A, B>): void {}
 
-function typeErrors (reply: FastifyReply, storage: Storage) {
+function typeErrors (request: FastifyRequest, reply: FastifyReply, storage: Storage) {
   // @ts-expect-error a cookie record needs a value
   const record: CookieRecord = { name: 'a' }
   // @ts-expect-error write takes bytes or text
@@ -21,7 +21,7 @@ function typeErrors (reply: FastifyReply, storage: Storage) {
   // @ts-expect-error only `queries` may hold an object
   const params: RedirectToRouteParams = { id: { a: 1 } as unknown as Record<string, string>, queries: 'x' }
   // @ts-expect-error saveFileToStorage needs a storage
-  const unsaved = reply.saveFileToStorage(Buffer.from('x'), 'a.txt')
+  const unsaved = request.saveFileToStorage(Buffer.from('x'), 'a.txt')
   const stored = storage.set('k', Buffer.from('v'))
   return [record, params, unsaved, stored]
 }
@@ -29,10 +29,20 @@ function typeErrors (reply: FastifyReply, storage: Storage) {
 t.test('decorator types', async (t) => {
   expectType<ReturnType<FastifyReply['write']>, number>(true)
   expectType<ReturnType<FastifyReply['writef']>, number>(true)
-  expectType<ReturnType<FastifyReply['sendStatus']>, FastifyReply>(true)
+  // The context body's setters return nothing: returning the reply (a thenable that waits for
+  // the response) from an async handler would wait for a reply that is only sent afterwards.
+  expectType<ReturnType<FastifyReply['sendStatus']>, void>(true)
+  expectType<ReturnType<FastifyReply['setBody']>, void>(true)
+  expectType<ReturnType<FastifyReply['sendString']>, void>(true)
+  expectType<ReturnType<FastifyReply['json']>, void>(true)
+  expectType<ReturnType<FastifyReply['xml']>, void>(true)
+  expectType<ReturnType<FastifyReply['sendStream']>, FastifyReply>(true)
   expectType<ReturnType<FastifyReply['setCookieRecord']>, FastifyReply>(true)
   expectType<ReturnType<FastifyReply['getRespHeaders']>, Record<string, string[]>>(true)
-  expectType<ReturnType<FastifyReply['saveFile']>, Promise<void>>(true)
+  // Uploads are request decorators (issue 13 item 7); files go out with serveFile (sendFile is @fastify/static's).
+  expectType<ReturnType<FastifyRequest['saveFile']>, Promise<void>>(true)
+  expectType<'saveFile' extends keyof FastifyReply ? true : false, false>(true)
+  expectType<ReturnType<FastifyReply['serveFile']>, FastifyReply>(true)
   expectType<ReturnType<FastifyReply['render']>, FastifyReply>(true)
   t.type(typeErrors, 'function')
 })
@@ -42,7 +52,7 @@ t.test('the response side\'s runtime exports', async (t) => {
   for (const name of [
     'ContextArgumentError', 'ContextOptionError', 'FileForbiddenError', 'FileNotFoundError', 'FileRootMissingError',
     'FileSendError', 'FileSystemStorage', 'JsonpCallbackError', 'MemoryStorage', 'ReplyAlreadySentError',
-    'RoutingPluginMissingError', 'UnsafeUploadPathError', 'UploadTooLargeError', 'ViewsNotConfiguredError'
+    'RoutingPluginMissingError', 'UnsafeUploadPathError', 'UploadTooLargeError', 'ViewsNotConfiguredError', 'XmlNameError'
   ]) {
     t.ok(names.includes(name), name)
   }

@@ -4,7 +4,7 @@ import fastifyFormbody from '@fastify/formbody'
 import fastifyMultipart from '@fastify/multipart'
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify'
 import t from 'tap'
-import { Type } from 'typebox'
+import { Type, type TSchema } from 'typebox'
 import type { ParserDecoderConfig } from '../../src/plugins/context/index.js'
 import { contextApp } from './request-app.js'
 
@@ -24,7 +24,7 @@ t.test('paramsParser: typed, coerced, validated; alias keyword `params`', async 
   })
   t.same((await app.inject('/u/7/posts/21/hello')).json(), { id: 21, slug: 'hello', userId: 7, double: 42 })
   const bad = await app.inject('/u/7/posts/abc/hello')
-  t.match(failure(bad), { status: 400, code: 'CONTEXT_BIND_FAILED', message: /path parameters: \/id must be an integer/ })
+  t.match(failure(bad), { status: 400, code: 'FST_CONTEXT_BIND_FAILED', message: /path parameters: \/id must be an integer/ })
   t.match(failure(await app.inject('/u/7/posts/0/hello')), { status: 400, message: /\/id must be >= 1/ })
   t.match(failure(await app.inject('/u/7/posts/1e3/hello')), { status: 400, message: /\/id must be an integer/ }, 'no 1e3 for an integer')
 })
@@ -62,7 +62,7 @@ t.test('reqHeaderParser: case-insensitive names, comma-separated values give lis
   const response = await app.inject({ url: '/h', headers: { 'X-Request-ID': 'r-1', accept: 'text/html, application/json;q=0.9', 'x-trace-level': '3', 'x-flags': '1,false, t' } })
   t.same(response.json(), { 'x-request-id': 'r-1', accept: ['text/html', 'application/json;q=0.9'], traceLevel: 3, 'x-flags': [true, false, true] })
   t.match(failure(await app.inject({ url: '/h', headers: { accept: '*/*', 'x-trace-level': '3' } })),
-    { status: 400, code: 'CONTEXT_BIND_FAILED', message: /headers: \/x-request-id is required|must have required property 'x-request-id'/ })
+    { status: 400, code: 'FST_CONTEXT_BIND_FAILED', message: /headers: \/x-request-id is required|must have required property 'x-request-id'/ })
 })
 
 t.test('cookieParser: @fastify/cookie registered by the app first, or by the context plugin', async (t) => {
@@ -92,7 +92,7 @@ t.test('bodyParser: JSON (strict types), XML, urlencoded and multipart values; 4
   const xml = '<?xml version="1.0"?><user><name>bob</name><age>41</age><tags>a</tags><tags>b</tags><Nick>b0b</Nick></user>'
   t.same((await post('application/xml', xml)).json(), { name: 'bob', age: 41, tags: ['a', 'b'], nick: 'b0b' }, 'application/xml')
   t.same((await post('text/xml; charset=utf-8', '<user><name>cy</name><age>5</age><tags>solo</tags></user>')).json(), { name: 'cy', age: 5, tags: ['solo'] }, 'text/xml; one element is a one-item list')
-  t.match(failure(await post('application/xml', '<user><name>x</name>')), { status: 400, code: 'CONTEXT_MALFORMED_XML' })
+  t.match(failure(await post('application/xml', '<user><name>x</name>')), { status: 400, code: 'FST_CONTEXT_MALFORMED_XML' })
   t.same((await post('application/x-www-form-urlencoded', 'name=dee&age=7&tags=x&tags=y&nick-name=d')).json(), { name: 'dee', age: 7, tags: ['x', 'y'], nick: 'd' }, 'urlencoded')
   const boundary = '----ctx'
   const multipart = [
@@ -108,7 +108,7 @@ t.test('bodyParser: JSON (strict types), XML, urlencoded and multipart values; 4
     app.post('/b', async (request) => request.bodyParser(User))
   })
   const unsupported = await route.inject({ method: 'POST', url: '/b', headers: { 'content-type': 'text/plain' }, payload: 'hi' })
-  t.match(failure(unsupported), { status: 415, code: 'CONTEXT_UNSUPPORTED_BODY_TYPE', message: /text\/plain/ })
+  t.match(failure(unsupported), { status: 415, code: 'FST_CONTEXT_UNSUPPORTED_BODY_TYPE', message: /text\/plain/ })
 })
 
 t.test('setParserDecoder: ignoreUnknownKeys, zeroEmpty, custom types with converters, alias tag', async (t) => {
@@ -159,6 +159,62 @@ t.test('setParserDecoder: ignoreUnknownKeys, zeroEmpty, custom types with conver
   t.match(failure(await get('?lbl=t')), { status: 400, message: /\/lbl is not a known key/ }, '... and `query` no longer does')
 
   const invalid = await app.inject({ method: 'POST', url: '/config', payload: { zeroEmpty: 'yes' } })
-  t.match(failure(invalid), { status: 500, code: 'CONTEXT_PARSER_DECODER_CONFIG' })
-  t.throws(() => { app.setParserDecoder({ parserType: [{ customType: '', converter: String }] }) }, { code: 'CONTEXT_PARSER_DECODER_CONFIG' })
+  t.match(failure(invalid), { status: 500, code: 'FST_CONTEXT_PARSER_DECODER_CONFIG' })
+  t.throws(() => { app.setParserDecoder({ parserType: [{ customType: '', converter: String }] }) }, { code: 'FST_CONTEXT_PARSER_DECODER_CONFIG' })
+})
+
+/** An app whose /q, /f, /c and /h bind the query, an urlencoded form, cookies and headers to `schema`. */
+async function bindingApp (t: Parameters<typeof contextApp>[0], schema: TSchema) {
+  return await contextApp(t, async (app) => {
+    await app.register(fastifyFormbody)
+    app.get('/q', async (request) => request.queryParser(schema))
+    app.post('/f', async (request) => request.bodyParser(schema))
+    app.get('/c', async (request) => request.cookieParser(schema))
+    app.get('/h', async (request) => request.reqHeaderParser(schema))
+  })
+}
+
+t.test('nested and list syntax: query, form, cookies and headers bind a.b, a[b], a[0][b] and list[]', async (t) => {
+  const Item = Type.Object({ n: Type.String(), qty: Type.Optional(Type.Integer()) })
+  const Schema = Type.Object({
+    data: Type.Optional(Type.Array(Type.String())),
+    a: Type.Optional(Type.Object({ b: Type.Integer(), c: Type.Optional(Type.Object({ d: Type.Boolean() })) })),
+    items: Type.Optional(Type.Array(Item)),
+    name: Type.Optional(Type.String())
+  })
+  const app = await bindingApp(t, Schema)
+  const query = async (q: string): Promise<LightMyRequestResponse> => await app.inject(`/q?${q}`)
+  t.same((await query('data[]=a&data[]=b')).json(), { data: ['a', 'b'] }, 'data[]=a&data[]=b gives two items')
+  t.same((await query('a.b=1&a.c.d=t')).json(), { a: { b: 1, c: { d: true } } }, 'dots fill nested objects, values converted by the nested schema')
+  t.same((await query('a[b]=2&a[c][d]=0')).json(), { a: { b: 2, c: { d: false } } }, 'brackets too')
+  t.same((await query('items[0][n]=x&items[0][qty]=3&items[1][n]=y')).json(), { items: [{ n: 'x', qty: 3 }, { n: 'y' }] }, 'a list of objects')
+  t.same((await query('items[0].n=x')).json(), { items: [{ n: 'x' }] }, 'mixed: a[0].b')
+  t.match(failure(await query('items[0][qty]=many&items[0][n]=x')), { status: 400, code: 'FST_CONTEXT_BIND_FAILED', message: /\/items\/0\/qty must be an integer/ }, 'nested paths in the error')
+  t.match(failure(await query('a[b=1')), { status: 400, code: 'FST_CONTEXT_BIND_FAILED', message: /\/a\[b has unmatched brackets/ }, 'unmatched brackets are a 400, not dropped')
+  t.match(failure(await query('name]=1')), { status: 400, message: /unmatched brackets/ })
+  t.match(failure(await query('data[999999]=x')), { status: 400, code: 'FST_CONTEXT_BIND_FAILED', message: /Array limit exceeded/ }, 'a huge index is refused, no huge array')
+  t.match(failure(await query('a[b][c][d][e][f][g][h][i][j][k][l]=1')), { status: 400, message: /depth/ }, 'nesting deeper than 10 is refused')
+  t.same((await query('data[2]=c&data[0]=a')).json(), { data: ['a', 'c'] }, 'indexes give order, gaps are closed')
+
+  const form = await app.inject({ method: 'POST', url: '/f', headers: { 'content-type': 'application/x-www-form-urlencoded' }, payload: 'data[]=a&data[]=b&items[0][n]=x&items[1][n]=y&a.b=5' })
+  t.same(form.json(), { data: ['a', 'b'], items: [{ n: 'x' }, { n: 'y' }], a: { b: 5 } }, 'urlencoded form')
+  const badForm = await app.inject({ method: 'POST', url: '/f', headers: { 'content-type': 'application/x-www-form-urlencoded' }, payload: 'a[b=1' })
+  t.match(failure(badForm), { status: 400, message: /request body: \/a\[b has unmatched brackets/ })
+  t.same((await app.inject({ url: '/c', headers: { cookie: 'a.b=7; data[0]=x; data[1]=y' } })).json(), { a: { b: 7 }, data: ['x', 'y'] }, 'cookies (a name appears once: indexes make the list)')
+  t.same((await app.inject({ url: '/h', headers: { 'a.b': '8', data: 'p, q' } })).json(), { a: { b: 8 }, data: ['p', 'q'] }, 'headers')
+})
+
+t.test('binding keys match names and aliases case-insensitively (query, header, cookie, form)', async (t) => {
+  const Schema = Type.Object({
+    body: Type.Optional(Type.String()),
+    pageNo: Type.Optional(Type.Integer({ query: 'page_no', form: 'page_no', cookie: 'page_no', reqHeader: 'page_no' })),
+    nested: Type.Optional(Type.Object({ innerKey: Type.String() }))
+  })
+  const app = await bindingApp(t, Schema)
+  t.same((await app.inject('/q?Body=x&PAGE_NO=2&Nested.INNERKEY=i')).json(), { body: 'x', pageNo: 2, nested: { innerKey: 'i' } }, 'query: ?Body=x binds alias body')
+  t.same((await app.inject('/q?body=exact&Body=other')).json(), { body: 'exact' }, 'an exact match wins over a case-insensitive one')
+  const form = await app.inject({ method: 'POST', url: '/f', headers: { 'content-type': 'application/x-www-form-urlencoded' }, payload: 'BODY=y&Page_No=3' })
+  t.same(form.json(), { body: 'y', pageNo: 3 }, 'form')
+  t.same((await app.inject({ url: '/c', headers: { cookie: 'Body=z; PAGE_NO=4' } })).json(), { body: 'z', pageNo: 4 }, 'cookie')
+  t.same((await app.inject({ url: '/h', headers: { BODY: 'w', Page_No: '5' } })).json(), { body: 'w', pageNo: 5 }, 'header')
 })

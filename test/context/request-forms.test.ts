@@ -49,8 +49,8 @@ function formRoutes (app: FastifyInstance): void {
     const file = await request.formFile('doc')
     return {
       value: form.value,
-      files: Object.fromEntries(Object.entries(form.file).map(([key, files]) => [key, files.map((f) => ({ ...f, data: f.data.toString() }))])),
-      first: { filename: file.filename, mimetype: file.mimetype, size: file.size, data: file.data.toString() },
+      files: Object.fromEntries(Object.entries(form.file).map(([key, files]) => [key, files.map((f) => ({ ...f, data: f.data?.toString(), path: f.path ?? null }))])),
+      first: { filename: file.filename, mimetype: file.mimetype, size: file.size, data: file.data?.toString() },
       title: request.formValue('title')
     }
   })
@@ -62,8 +62,8 @@ const expected = {
   value: { title: ['first', 'second'] },
   files: {
     doc: [
-      { fieldname: 'doc', filename: 'a.txt', mimetype: 'text/plain', encoding: '7bit', size: 5, data: 'hello' },
-      { fieldname: 'doc', filename: 'b.bin', mimetype: 'application/octet-stream', encoding: '7bit', size: 3, data: 'xyz' }
+      { fieldname: 'doc', filename: 'a.txt', mimetype: 'text/plain', encoding: '7bit', size: 5, data: 'hello', path: null },
+      { fieldname: 'doc', filename: 'b.bin', mimetype: 'application/octet-stream', encoding: '7bit', size: 3, data: 'xyz', path: null }
     ]
   },
   first: { filename: 'a.txt', mimetype: 'text/plain', size: 5, data: 'hello' },
@@ -78,13 +78,13 @@ t.test('multipartForm / formFile with @fastify/multipart attachFieldsToBody: tru
   t.same((await app.inject({ method: 'POST', url: '/form', headers: multipartHeaders, payload: sample })).json(), expected)
   t.equal((await app.inject({ method: 'POST', url: '/value-first', headers: multipartHeaders, payload: sample })).body, 'first', 'formValue works at once')
   const missing = await app.inject({ method: 'POST', url: '/missing', headers: multipartHeaders, payload: sample })
-  t.match(missing.json(), { statusCode: 400, code: 'CONTEXT_FORM_FILE_MISSING' })
+  t.match(missing.json(), { statusCode: 400, code: 'FST_CONTEXT_FORM_FILE_MISSING' })
   const notMultipart = await app.inject({ method: 'POST', url: '/missing', payload: { a: 1 } })
-  t.match(notMultipart.json(), { statusCode: 415, code: 'CONTEXT_NOT_MULTIPART' })
+  t.match(notMultipart.json(), { statusCode: 415, code: 'FST_CONTEXT_NOT_MULTIPART' })
   const big = multipart([{ name: 'doc', filename: 'big.bin', data: 'x'.repeat(101) }])
   t.equal((await app.inject({ method: 'POST', url: '/form', headers: multipartHeaders, payload: big })).statusCode, 413, 'limits.fileSize enforced')
   const empty = await app.inject({ method: 'POST', url: '/missing', headers: multipartHeaders, payload: `--${boundary}--\r\n` })
-  t.match(empty.json(), { statusCode: 400, code: 'CONTEXT_FORM_FILE_MISSING' }, 'an empty form')
+  t.match(empty.json(), { statusCode: 400, code: 'FST_CONTEXT_FORM_FILE_MISSING' }, 'an empty form')
 })
 
 t.test('multipartForm / formFile reading request.parts() (no attachFieldsToBody)', async (t) => {
@@ -94,7 +94,7 @@ t.test('multipartForm / formFile reading request.parts() (no attachFieldsToBody)
   })
   t.same((await app.inject({ method: 'POST', url: '/form', headers: multipartHeaders, payload: sample })).json(), expected)
   const before = await app.inject({ method: 'POST', url: '/value-first', headers: multipartHeaders, payload: sample })
-  t.match(before.json(), { statusCode: 500, code: 'CONTEXT_FORM_NOT_PARSED', message: /await request\.multipartForm\(\) first/ }, 'formValue before the form was read')
+  t.match(before.json(), { statusCode: 500, code: 'FST_CONTEXT_FORM_NOT_PARSED', message: /await request\.multipartForm\(\) first/ }, 'formValue before the form was read')
   const big = multipart([{ name: 'doc', filename: 'big.bin', data: 'x'.repeat(101) }])
   t.equal((await app.inject({ method: 'POST', url: '/form', headers: multipartHeaders, payload: big })).statusCode, 413, 'limits.fileSize enforced')
 })
@@ -105,7 +105,7 @@ t.test('attachFieldsToBody: "keyValues": values readable, files refused with a c
     formRoutes(app)
   })
   t.equal((await app.inject({ method: 'POST', url: '/value-first', headers: multipartHeaders, payload: sample })).body, 'first')
-  t.match((await app.inject({ method: 'POST', url: '/form', headers: multipartHeaders, payload: sample })).json(), { statusCode: 500, code: 'CONTEXT_FORM_NOT_PARSED', message: /keyValues/ })
+  t.match((await app.inject({ method: 'POST', url: '/form', headers: multipartHeaders, payload: sample })).json(), { statusCode: 500, code: 'FST_CONTEXT_FORM_NOT_PARSED', message: /keyValues/ })
 })
 
 t.test('locals: request-scoped, closed at the end of the request, also when the handler fails', async (t) => {

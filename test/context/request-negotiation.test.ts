@@ -81,6 +81,26 @@ t.test('rule 5: on equal rank the earlier offer wins', async (t) => {
   t.equal(await choose(accept('application/json;q=0.8, text/html;q=0.8'), ['html', 'json']), 'html')
 })
 
+t.test('wildcard offers, accept-extensions, parameter counts, unknown extensions under */*', async (t) => {
+  t.equal(await choose(accept('text/html'), ['application/json', 'text/*']), 'text/*', 'a wildcard offer (text/*) matches a type it covers')
+  t.equal(await choose(accept('text/html;q=0.5, text/plain;q=0.9'), ['text/*']), 'text/*')
+  t.equal(await choose(accept('image/png'), ['text/*']), '', '... and nothing else')
+  t.equal(await choose(accept('text/html;q=0.4, application/json;q=0.6'), ['text/*', 'json']), 'json', 'its q is that of the entries it covers')
+  t.equal(await choose(accept('text/html;q=0.5;level=1'), ['text/html']), 'text/html', 'parameters after q are accept-extensions, not media-type parameters')
+  t.equal(await choose(accept('text/html;level=2;q=0.5;ext=x, application/json;q=0.4'), ['text/html;level=1', 'text/html;level=2', 'json']), 'text/html;level=2',
+    'parameters before q still must match')
+  t.equal(await choose(accept('text/plain;format=flowed;q=0.9, text/plain;format=flowed;charset=utf-8;q=0'), ['text/plain;format=flowed;charset=utf-8']), '',
+    'RFC 9110 12.5.1: the entry with more media-type parameters is more specific, so it sets the q (0), not the other (0.9)')
+  t.equal(await choose(accept('text/plain;format=flowed;charset=utf-8;q=0.2, text/plain;format=flowed;q=0.9'), ['text/plain;format=flowed;charset=utf-8', 'text/plain;format=flowed']),
+    'text/plain;format=flowed', '... whatever the header order')
+  t.equal(await choose(accept('text/plain;format=flowed, text/plain;format=flowed;charset=utf-8'), ['text/plain;format=flowed', 'text/plain;format=flowed;charset=utf-8']),
+    'text/plain;format=flowed;charset=utf-8', 'equal q: the offer matched by the more specific entry wins')
+  t.equal(await choose(accept('*/*'), ['unknownext']), 'unknownext', 'SPEC.md rule 2: */* accepts anything, an unknown extension too')
+  t.equal(await choose(accept('text/html, */*;q=0.1'), ['unknownext', 'html']), 'html')
+  t.equal(await choose(accept('text/*'), ['unknownext']), '', 'an unknown extension matches */* only')
+  t.equal(await choose(accept('*/*;q=0'), ['unknownext']), '')
+})
+
 t.test('acceptsCharsets', async (t) => {
   t.equal(await choose({ 'accept-charset': 'utf-8, iso-8859-1;q=0.5' }, ['ISO-8859-1', 'UTF-8'], 'charset'), 'UTF-8')
   t.equal(await choose({ 'accept-charset': 'utf-8;q=0, *' }, ['utf-8', 'latin1'], 'charset'), 'latin1')

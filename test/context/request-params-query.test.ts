@@ -24,6 +24,22 @@ t.test('allParams: every parameter, the wildcard as *1', async (t) => {
   t.same((await app.inject('/acme/repos/web/src/index.ts')).json(), { org: 'acme', repo: 'web', '*1': 'src/index.ts' })
 })
 
+t.test('param lookups honour the router\'s case sensitivity (Fastify caseSensitive)', async (t) => {
+  const { Type } = await import('typebox')
+  const route = (app: import('fastify').FastifyInstance): void => {
+    app.get('/users/:userId', async (request) => ({
+      exact: request.param('userId'),
+      other: request.param('USERID', 'none'),
+      int: request.paramsInt('USERID'),
+      bound: request.paramsParser(Type.Object({ USERID: Type.Optional(Type.Integer()) }))
+    }))
+  }
+  const insensitive = await contextApp(t, route, {}, { caseSensitive: false })
+  t.same((await insensitive.inject('/USERS/42')).json(), { exact: '42', other: '42', int: 42, bound: { USERID: 42 } }, 'caseSensitive: false')
+  const sensitive = await contextApp(t, route)
+  t.same((await sensitive.inject('/users/42')).json(), { exact: '42', other: 'none', int: 0, bound: {} }, 'caseSensitive (default): exact names only')
+})
+
 t.test('paramsInt: integer, 0 when absent, 400-ready error when not a number', async (t) => {
   const app = await contextApp(t, (app) => {
     app.get('/n/:n?', async (request) => ({ n: request.paramsInt('n'), other: request.paramsInt('other') }))
@@ -34,7 +50,7 @@ t.test('paramsInt: integer, 0 when absent, 400-ready error when not a number', a
   for (const bad of ['abc', '1.5', '1e3', '0x10', '99999999999999999999']) {
     const response = await app.inject(`/n/${bad}`)
     t.equal(response.statusCode, 400, bad)
-    t.equal(response.json().code, 'CONTEXT_PARAM_NOT_INTEGER')
+    t.equal(response.json().code, 'FST_CONTEXT_PARAM_NOT_INTEGER')
   }
 })
 

@@ -73,18 +73,72 @@ t.test('originalUrl, baseURL, hostname/host, protocol, secure (plain HTTP; TLS i
   })
 })
 
-t.test('ipAddress: socket address, or the proxyHeader setting', async (t) => {
+t.test('ipAddress: socket address; proxyHeader only from a trusted proxy (Fastify trustProxy)', async (t) => {
   const route = (app: import('fastify').FastifyInstance): void => {
     app.get('/ip', async (request) => ({ ip: request.ipAddress() }))
   }
   const plain = await contextApp(t, route)
   t.equal((await plain.inject({ url: '/ip', remoteAddress: '10.1.2.3', headers: { 'x-real-ip': '9.9.9.9' } })).json().ip, '10.1.2.3',
     'without the setting a header is not trusted')
-  const proxied = await contextApp(t, route, { proxyHeader: 'X-Real-IP' })
-  t.equal((await proxied.inject({ url: '/ip', remoteAddress: '10.1.2.3', headers: { 'x-real-ip': '9.9.9.9' } })).json().ip, '9.9.9.9')
-  t.equal((await proxied.inject({ url: '/ip', remoteAddress: '10.1.2.3', headers: { 'x-real-ip': ' 8.8.8.8 , 7.7.7.7' } })).json().ip, '8.8.8.8',
-    'a list gives its first address')
+  const untrusted = await contextApp(t, route, { proxyHeader: 'X-Real-IP' })
+  t.equal((await untrusted.inject({ url: '/ip', remoteAddress: '10.1.2.3', headers: { 'x-real-ip': '9.9.9.9' } })).json().ip, '10.1.2.3',
+    'proxyHeader set but no trustProxy: any client could send the header, so it is ignored')
+  const proxied = await contextApp(t, route, { proxyHeader: 'X-Real-IP' }, { trustProxy: '10.0.0.0/8' })
+  t.equal((await proxied.inject({ url: '/ip', remoteAddress: '10.1.2.3', headers: { 'x-real-ip': '9.9.9.9' } })).json().ip, '9.9.9.9',
+    'from a trusted proxy')
+  t.equal((await proxied.inject({ url: '/ip', remoteAddress: '203.0.113.7', headers: { 'x-real-ip': '9.9.9.9' } })).json().ip, '203.0.113.7',
+    'from an address trustProxy does not list: the socket address')
+  t.equal((await proxied.inject({ url: '/ip', remoteAddress: '10.1.2.3', headers: { 'x-real-ip': ' 8.8.8.8 , 7.7.7.7' } })).json().ip, '7.7.7.7',
+    'a list from one trusted proxy: the entry that proxy wrote (the last)')
+  t.equal((await proxied.inject({ url: '/ip', remoteAddress: '10.1.2.3', headers: { 'x-real-ip': '<script>' } })).json().ip, '10.1.2.3',
+    'a value that is no IP address is not an address')
   t.equal((await proxied.inject({ url: '/ip', remoteAddress: '10.1.2.3' })).json().ip, '10.1.2.3', 'header absent: the socket address')
+  const all = await contextApp(t, route, { proxyHeader: 'X-Forwarded-For' }, { trustProxy: true })
+  t.equal((await all.inject({ url: '/ip', remoteAddress: '10.1.2.3', headers: { 'x-forwarded-for': '8.8.8.8, 7.7.7.7' } })).json().ip, '8.8.8.8',
+    'trustProxy: true trusts the whole chain: the first entry')
+})
+
+t.test('ipAddress over a real socket from an untrusted address ignores proxyHeader', async (t) => {
+  const route = (app: import('fastify').FastifyInstance): void => {
+    app.get('/ip', async (request) => ({ ip: request.ipAddress() }))
+  }
+  for (const [trustProxy, expected] of [['10.0.0.0/8', '127.0.0.1'], ['loopback', '9.9.9.9']] as const) {
+    const app = await contextApp(t, route, { proxyHeader: 'x-real-ip' }, { trustProxy })
+    await app.listen({ port: 0, host: '127.0.0.1' })
+    const { port } = app.server.address() as { port: number }
+    const response = await fetch(`http://127.0.0.1:${port}/ip`, { headers: { 'x-real-ip': '9.9.9.9' } })
+    t.same(await response.json(), { ip: expected }, `trustProxy ${trustProxy}`)
+  }
+})
+
+t.test('X-Forwarded-Proto / -Host with several entries: the client-facing entry of a trusted chain', async (t) => {
+  const route = (app: import('fastify').FastifyInstance): void => {
+    app.get('/p', async (request) => ({
+      protocol: request.clientProtocol(),
+      host: request.clientHost(),
+      hostname: request.clientHostname(),
+      secure: request.secure(),
+      baseURL: request.baseURL(),
+      subdomains: request.subdomains()
+    }))
+  }
+  const headers = { host: 'internal:8080', 'x-forwarded-proto': 'https, http', 'x-forwarded-host': 'shop.example.com, lb.internal:8080' }
+  const all = await contextApp(t, route, {}, { trustProxy: true })
+  t.same((await all.inject({ url: '/p', remoteAddress: '10.0.0.2', headers })).json(), {
+    protocol: 'https', host: 'shop.example.com', hostname: 'shop.example.com', secure: true, baseURL: 'https://shop.example.com', subdomains: ['shop']
+  }, 'trustProxy: true: the first entries')
+  const twoHops = await contextApp(t, route, {}, { trustProxy: ['10.0.0.0/8'] })
+  t.same((await twoHops.inject({ url: '/p', remoteAddress: '10.0.0.2', headers: { ...headers, 'x-forwarded-for': '203.0.113.9, 10.0.0.1' } })).json().protocol,
+    'https', 'two trusted proxies (socket and 10.0.0.1): the outer one\'s entry')
+  t.same((await twoHops.inject({ url: '/p', remoteAddress: '10.0.0.2', headers: { ...headers, 'x-forwarded-proto': 'http, https, http', 'x-forwarded-for': '198.51.100.1, 203.0.113.9, 10.0.0.1' } })).json().protocol,
+    'https', 'an entry an untrusted hop wrote is never taken')
+  t.same((await twoHops.inject({ url: '/p', remoteAddress: '203.0.113.1', headers })).json(), {
+    protocol: 'http', host: 'internal:8080', hostname: 'internal', secure: false, baseURL: 'http://internal:8080', subdomains: []
+  }, 'an untrusted peer: the headers do not count')
+  const none = await contextApp(t, route)
+  t.same((await none.inject({ url: '/p', remoteAddress: '10.0.0.2', headers })).json().secure, false, 'without trustProxy: no forwarded header counts')
+  t.same((await all.inject({ url: '/p', remoteAddress: '10.0.0.2', headers: { host: 'a.b', 'x-forwarded-proto': 'javascript' } })).json().protocol,
+    'http', 'a protocol other than http/https is ignored')
 })
 
 t.test('forwardedIps: X-Forwarded-For as listed, malformed lists tolerated', async (t) => {
@@ -131,7 +185,22 @@ t.test('subdomains: nearest-to-root first, offset default 2 or from the setting'
   const offset3 = await contextApp(t, route, { subdomainOffset: 3 })
   t.same((await offset3.inject({ url: '/s', headers: { host: 'a.b.example.co.uk' } })).json().dflt, ['b', 'a'])
   const bad = await contextApp(t, (app) => { app.get('/', async (request) => request.subdomains(-1)) })
-  t.equal((await bad.inject('/')).statusCode, 500)
+  t.match((await bad.inject('/')).json(), { statusCode: 500, code: 'FST_CONTEXT_INVALID_ARGUMENT' })
+})
+
+t.test('one error scheme: request-time misuse and bad options are FST_CONTEXT_* constants, never bare TypeErrors', async (t) => {
+  const app = await contextApp(t, (app) => {
+    app.get('/method', async (request) => request.requestMethod('bad method'))
+    app.get('/path', async (request) => request.path('no-slash'))
+    app.get('/user-context', async (request) => { request.setUserContext(null as unknown as object) })
+  })
+  for (const url of ['/method', '/path', '/user-context']) {
+    t.match((await app.inject(url)).json(), { statusCode: 500, code: 'FST_CONTEXT_INVALID_ARGUMENT' }, url)
+  }
+  for (const options of [{ subdomainOffset: -1 }, { proxyHeader: ' ' }, { formFiles: { memoryThreshold: -1 } }, { formFiles: { tmpDir: '' } }]) {
+    await t.rejects(contextApp(t, () => {}, options), { code: 'FST_CONTEXT_INVALID_OPTION' }, JSON.stringify(options))
+  }
+  t.match((await app.inject('/nowhere')).statusCode, 404)
 })
 
 t.test('xhr', async (t) => {
@@ -225,7 +294,7 @@ t.test('range: single, multiple, suffix, open-ended, clamped, unsatisfiable, mal
   t.same(await range('bytes=-500'), { type: 'bytes', ranges: [{ start: 500, end: 999 }] }, 'suffix')
   t.same(await range('bytes=-5000'), { type: 'bytes', ranges: [{ start: 0, end: 999 }] }, 'suffix longer than the resource: all of it (RFC 9110)')
   t.same(await range('bytes=0-1, -5000'), { type: 'bytes', ranges: [{ start: 0, end: 1 }, { start: 0, end: 999 }] })
-  t.same(await range('bytes=-0'), { error: 'CONTEXT_RANGE_NOT_SATISFIABLE', status: 416 }, 'an empty suffix')
+  t.same(await range('bytes=-0'), { error: 'FST_CONTEXT_RANGE_NOT_SATISFIABLE', status: 416 }, 'an empty suffix')
   t.same(await range('bytes=500-'), { type: 'bytes', ranges: [{ start: 500, end: 999 }] }, 'open-ended')
   t.same(await range('bytes=900-5000'), { type: 'bytes', ranges: [{ start: 900, end: 999 }] }, 'end clamped to size - 1')
   t.same(await range('items=0-5', 10), { type: 'items', ranges: [{ start: 0, end: 5 }] }, 'the unit is reported')
@@ -238,7 +307,7 @@ t.test('range: single, multiple, suffix, open-ended, clamped, unsatisfiable, mal
   t.same(await range('0-499'), malformed, 'no unit')
   t.same(await range('bytes=1-2-3'), malformed)
   t.same(await range(undefined), malformed, 'no Range header')
-  t.same(await range('bytes=0-1', -1), { error: 'CONTEXT_RANGE_SIZE', status: 500 }, 'a bad size is the handler\'s bug')
+  t.same(await range('bytes=0-1', -1), { error: 'FST_CONTEXT_RANGE_SIZE', status: 500 }, 'a bad size is the handler\'s bug')
 })
 
 t.test('route, app, raw request and response', async (t) => {

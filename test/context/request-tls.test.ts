@@ -104,5 +104,5 @@ t.test('context(): aborts when the client goes away, not when the body has been 
   const result = await seen
   t.equal(result.abortedAfterBody, false, 'still running after the body was read')
   t.equal(result.nativeAbortedAfterBody, true, 'Fastify\'s request.signal has already fired there (why context() exists)')
-  t.equal(result.reason, 'CONTEXT_CLIENT_GONE', 'aborted with ClientGoneError once the client left')
+  t.equal(result.reason, 'FST_CONTEXT_CLIENT_GONE', 'aborted with ClientGoneError once the client left')
 })

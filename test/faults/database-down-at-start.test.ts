@@ -21,7 +21,9 @@ t.test('the database is down at start, then comes up', async (t) => {
   const cluster = await startCluster(t)
   await cluster.stop()
 
-  const server = await spawnServer(t, { DATABASE_URL: cluster.url })
+  // A connect timeout far above the bound below: a 503 that waited for it would fail clearly,
+  // while CPU contention on a loaded CI machine (bcrypt in niced workers) cannot.
+  const server = await spawnServer(t, { DATABASE_URL: cluster.url, DB_CONNECT_TIMEOUT_MS: '30000' })
   t.ok(server.alive(), 'the process listens with the database down')
 
   const live = answered(t, await call(server.url, 'GET', '/health/live'))
@@ -52,7 +54,7 @@ t.test('the database is down at start, then comes up', async (t) => {
     t.same(problemViolations(res), [], `${method} ${path}: problem details with Retry-After`)
     t.equal(res.json?.code, 'SERVICE_UNAVAILABLE', `${method} ${path}: code SERVICE_UNAVAILABLE`)
   }
-  t.ok(slowest < 3000, `every 503 came quickly (slowest ${slowest} ms)`)
+  t.ok(slowest < 10_000, `every 503 came quickly, refused rather than timed out (slowest ${slowest} ms; connect timeout 30 s)`)
   t.comment(`database routes answered 503 in at most ${slowest} ms`)
 
   await cluster.start()

@@ -20,6 +20,8 @@ export interface FuzzRequest {
   body?: Buffer
   /** How the body was made, for reports. */
   kind: string
+  /** For `ill-formed` bodies: the one field that holds a NUL or an unpaired surrogate. */
+  target?: string
 }
 
 export interface RouteInfo {
@@ -28,6 +30,9 @@ export interface RouteInfo {
   path: string
   /** Property names of the JSON body schema, when the route takes a body. */
   bodyFields?: string[]
+  /** The body fields of type string, and the required ones. */
+  bodyStringFields?: string[]
+  bodyRequired?: string[]
   queryFields?: string[]
 }
 
@@ -38,8 +43,31 @@ const SPECIAL_STRINGS = [
   'admin@example.com', 'a@b', '@', 'user@', 'correct horse battery', 'ab', 'abc', 'user.name-1_x'
 ]
 
+/** A code unit PostgreSQL text cannot hold: NUL, or a surrogate without its other half. */
+const badUnit: fc.Arbitrary<string> = fc.oneof(
+  fc.constant('\u0000'),
+  fc.integer({ min: 0xD800, max: 0xDBFF }).map((c) => String.fromCharCode(c)),
+  fc.integer({ min: 0xDC00, max: 0xDFFF }).map((c) => String.fromCharCode(c)),
+  fc.constantFrom('\uDC00\uD800', '\uD83D\uDE00\uD83D')
+)
+const plain = fc.stringMatching(/^[a-z0-9._-]{0,8}$/)
+
+/**
+ * NUL bytes and unpaired surrogates anywhere in otherwise plain text (start, middle, end,
+ * several). Written into the JSON body with JSON.stringify, which keeps them as `\u0000`
+ * and `\ud800` escapes: the server's JSON parser turns them back into exactly these code
+ * units (a raw byte 0x00 would be malformed JSON; a raw surrogate is not valid UTF-8 and
+ * would decode as U+FFFD, both refused or harmless before any database work).
+ */
+export const illFormedString: fc.Arbitrary<string> = fc.tuple(plain, fc.array(fc.tuple(badUnit, plain), { minLength: 1, maxLength: 3 }))
+  .map(([head, rest]) => head + rest.map(([bad, text]) => bad + text).join(''))
+  // Two lone halves side by side can make a pair (an emoji): that one is well-formed.
+  // eslint-disable-next-line no-control-regex -- NUL is what this looks for
+  .filter((s) => /\u0000|\p{Cs}/u.test(s))
+
 export const hostileString: fc.Arbitrary<string> = fc.oneof(
   { arbitrary: fc.constantFrom(...SPECIAL_STRINGS), weight: 4 },
+  { arbitrary: illFormedString, weight: 2 },
   { arbitrary: fc.string({ maxLength: 40 }), weight: 3 },
   { arbitrary: fc.string({ unit: 'binary', maxLength: 40 }), weight: 2 },
   { arbitrary: fc.emailAddress(), weight: 2 },
@@ -70,17 +98,22 @@ const hostileValueText: fc.Arbitrary<string> = fc.oneof(
 
 const object = (entries: [string, string][]) => `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${v}`).join(',')}}`
 
+/** Valid values of the service's body fields, as JSON text. */
+const VALID: Record<string, fc.Arbitrary<string>> = {
+  username: fc.stringMatching(/^[a-z0-9]{6,12}$/).map((s) => JSON.stringify(`fz_${s}`)),
+  identity: fc.stringMatching(/^[a-z0-9]{6,12}$/).map((s) => JSON.stringify(`fz_${s}`)),
+  email: fc.stringMatching(/^[a-z0-9]{6,12}$/).map((s) => JSON.stringify(`fz_${s}@example.com`)),
+  password: fc.constant(JSON.stringify('correct horse battery')),
+  currentPassword: fc.constant(JSON.stringify('correct horse battery')),
+  // Any well-formed text, emoji and other astral characters included (paired surrogates).
+  title: fc.string({ unit: 'grapheme', minLength: 1, maxLength: 30 }).map((s) => JSON.stringify(s)),
+  description: fc.string({ unit: 'grapheme', maxLength: 30 }).map((s) => JSON.stringify(s)),
+  amount: fc.integer({ min: 0, max: 1_000_000 }).map(String)
+}
+
 /** Bodies shaped like the route's schema: its own fields, some valid, some hostile, plus extra keys. */
 function shapedBody (fields: string[]): fc.Arbitrary<string> {
-  const valid: Record<string, fc.Arbitrary<string>> = {
-    username: fc.stringMatching(/^[a-z0-9]{6,12}$/).map((s) => JSON.stringify(`fz_${s}`)),
-    identity: fc.stringMatching(/^[a-z0-9]{6,12}$/).map((s) => JSON.stringify(`fz_${s}`)),
-    email: fc.stringMatching(/^[a-z0-9]{6,12}$/).map((s) => JSON.stringify(`fz_${s}@example.com`)),
-    password: fc.constant(JSON.stringify('correct horse battery')),
-    title: fc.string({ minLength: 1, maxLength: 30 }).map((s) => JSON.stringify(s)),
-    description: fc.string({ maxLength: 30 }).map((s) => JSON.stringify(s)),
-    amount: fc.integer({ min: 0, max: 1_000_000 }).map(String)
-  }
+  const valid = VALID
   const field = (name: string): fc.Arbitrary<[string, string] | null> => fc.oneof(
     { arbitrary: (valid[name] ?? hostileValueText).map((v): [string, string] => [name, v]), weight: 6 },
     { arbitrary: hostileValueText.map((v): [string, string] => [name, v]), weight: 3 },
@@ -89,6 +122,25 @@ function shapedBody (fields: string[]): fc.Arbitrary<string> {
   const extra = fc.array(fc.tuple(fc.oneof(fc.constantFrom(...POLLUTION_KEYS), fc.string({ maxLength: 10 })), hostileValueText), { maxLength: 2 })
   return fc.tuple(fc.tuple(...fields.map(field)), fc.oneof({ arbitrary: fc.constant([] as [string, string][]), weight: 3 }, { arbitrary: extra, weight: 1 }))
     .map(([own, more]) => object([...own.filter((e): e is [string, string] => e !== null), ...more]))
+}
+
+/**
+ * A body that is valid in every field but one string field, which holds a NUL or an
+ * unpaired surrogate: the request gets past everything else (required fields present,
+ * `username` or `identity` but not both, no extra keys), so only that field can stop it.
+ * Before this generator, such strings were 4 constants of 38 in one branch of a hostile
+ * value, almost always next to another invalid field, and so never reached the database.
+ */
+function illFormedBody (route: RouteInfo): fc.Arbitrary<{ body: string, target: string }> | undefined {
+  const targets = route.bodyStringFields ?? []
+  if (targets.length === 0) return undefined
+  return fc.constantFrom(...targets).chain((target) => {
+    const names = new Set([...(route.bodyRequired ?? []), target])
+    if (target === 'identity') names.delete('username')
+    const entries = [...names].map((name) => (name === target ? illFormedString.map((s) => JSON.stringify(s)) : (VALID[name] ?? fc.constant('"text"')))
+      .map((v): [string, string] => [name, v]))
+    return fc.tuple(...entries).map((pairs) => ({ body: object(pairs), target }))
+  })
 }
 
 const deepNesting = fc.tuple(fc.integer({ min: 50, max: 100_000 }), fc.boolean())
@@ -105,10 +157,12 @@ const invalidUtf8 = fc.constantFrom(
   Buffer.concat([Buffer.from('{"'), Buffer.from([0xf8, 0x88, 0x80, 0x80, 0x80]), Buffer.from('":1}')])
 )
 
-export function bodyArb (route: RouteInfo): fc.Arbitrary<{ kind: string, body: Buffer }> {
+export function bodyArb (route: RouteInfo): fc.Arbitrary<{ kind: string, body: Buffer, target?: string }> {
   const text = (kind: string) => (s: string) => ({ kind, body: Buffer.from(s) })
+  const illFormed = illFormedBody(route)
   return fc.oneof(
     { arbitrary: shapedBody(route.bodyFields ?? ['username', 'password']).map(text('shaped')), weight: 12 },
+    ...(illFormed === undefined ? [] : [{ arbitrary: illFormed.map(({ body, target }) => ({ kind: 'ill-formed', body: Buffer.from(body), target })), weight: 6 }]),
     { arbitrary: fc.jsonValue({ maxDepth: 4 }).map((v) => JSON.stringify(v) ?? 'null').map(text('json')), weight: 2 },
     { arbitrary: deepNesting.map(text('deep')), weight: 1 },
     { arbitrary: fc.constantFrom(...RAW_TEXTS).map(text('raw')), weight: 2 },
@@ -134,9 +188,13 @@ export const contentEncodingArb: fc.Arbitrary<string | undefined> = fc.oneof(
   { arbitrary: fc.constantFrom('gzip', 'deflate', 'br', 'identity', 'gzip, identity', 'x-unknown', ''), weight: 1 }
 )
 
-/** Path parameter values: real ids some of the time, hostile text the rest. */
+/** In a generated URL: the id of the user whose token the request carries, filled in when it is sent. */
+export const SELF = '~self~'
+
+/** Path parameter values: the caller's own id or other real ids some of the time, hostile text the rest. */
 export function idArb (known: () => number[]): fc.Arbitrary<string> {
   return fc.oneof(
+    { arbitrary: fc.constant(SELF), weight: 4 },
     { arbitrary: fc.nat().map((i) => { const ids = known(); return ids.length > 0 ? String(ids[i % ids.length]) : '1' }), weight: 6 },
     { arbitrary: fc.integer({ min: -5, max: 5000 }).map(String), weight: 2 },
     {

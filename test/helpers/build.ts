@@ -16,7 +16,11 @@ export const TEST_ENV: Record<string, string> = {
   SECRET: TEST_SECRET,
   BCRYPT_COST: '4',
   RATE_LIMIT_AUTH_MAX: '1000',
-  ADMIN_API_KEYS: 'admin-key-current-0123456789,admin-key-previous-0123456789'
+  // No load shedding: on a shared machine a starved test process could shed the requests
+  // another test measures; test/operations/load-shedding.test.ts turns it on.
+  MAX_EVENT_LOOP_DELAY_MS: '0',
+  // Two keys as `openssl rand -base64 32` makes them (weak keys stop the service).
+  ADMIN_API_KEYS: 'cQXHu+OADM8lmuQm07Z89qTn09F5X/SLMMaTFhU+hQs=,6uk+AOEMsMv6XC/mmfvyTsIKCaoFHb/VAsagZiOsTvE='
 }
 
 export interface TestApp extends FastifyInstance {

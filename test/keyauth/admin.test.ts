@@ -1,6 +1,12 @@
 /** The service's admin routes: key-auth with ADMIN_API_KEYS, on the real database. */
+import { spawn } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
 import { Writable } from 'node:stream'
 import t from 'tap'
+import { ConfigError, loadConfig } from '../../src/config.js'
+import { PROJECT_ROOT } from '../../src/db/prisma-cli.js'
+import { apiKeyWeakness, estimatedKeyBits } from '../../src/lib/api-keys.js'
+import { SERVER_ENV } from '../faults/helpers/server.js'
 import { build, injectAs, registerAndLogin, TEST_ENV } from '../helpers/build.js'
 
 const [CURRENT, PREVIOUS] = TEST_ENV.ADMIN_API_KEYS!.split(',') as [string, string]
@@ -140,8 +146,73 @@ t.test('ADMIN_API_KEYS empty: the admin routes refuse every key', async (t) => {
   t.equal(res.json().code, 'API_KEY_INVALID')
 })
 
-t.test('ADMIN_API_KEYS with a short key: the service does not start', async (t) => {
-  await t.rejects(build(t, { env: { ADMIN_API_KEYS: `${CURRENT}, short-key` } }), { message: /ADMIN_API_KEYS key #2 is shorter than 16 characters/ })
+t.test('weak ADMIN_API_KEYS stop the configuration load (ConfigError), naming the key by position', async (t) => {
+  const weak: [string, RegExp][] = [
+    ['short-key', /key #2 is 9 characters, shorter than 32/],
+    ['a'.repeat(16), /key #2 is 16 characters, shorter than 32/],
+    ['a'.repeat(64), /key #2 is too predictable \(about 0 bits/],
+    ['abababababababababababababababab', /key #2 is too predictable \(about 32 bits/],
+    ['password'.repeat(4), /key #2 is too predictable/],
+    [randomBytes(16).toString('hex'), /key #2 is too predictable/] // 128 random bits in hex: ~112 by the estimate
+  ]
+  for (const [key, message] of weak) {
+    const error = (() => { try { loadConfig({ ...TEST_ENV, ADMIN_API_KEYS: `${CURRENT}, ${key}` }, false) } catch (error) { return error as Error } })()
+    t.ok(error instanceof ConfigError, `${key.slice(0, 20)}...: ConfigError`)
+    t.match(error?.message, message)
+    t.match(error?.message, /openssl rand -base64 32/, 'says how to make a good one')
+    t.notMatch(error?.message, key, 'never prints the key')
+  }
+  for (let i = 0; i < 20; i++) {
+    for (const key of [randomBytes(32).toString('base64'), randomBytes(32).toString('hex'), randomBytes(32).toString('base64url')]) {
+      t.equal(apiKeyWeakness(key), undefined, 'generated keys pass')
+    }
+  }
+  t.ok(estimatedKeyBits(randomBytes(32).toString('base64')) > 180, 'openssl rand -base64 32: well above 128 bits')
+})
+
+t.test('a weak ADMIN_API_KEYS stops the server with the configuration exit (78) and one line, no stack trace', { timeout: 60_000 }, async (t) => {
+  const { code, output } = await new Promise<{ code: number | null, output: string }>((resolve) => {
+    const child = spawn(process.execPath, ['--import', import.meta.resolve('tsx'), 'src/server.ts'], {
+      cwd: PROJECT_ROOT,
+      env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', ...SERVER_ENV, ADMIN_API_KEYS: 'x'.repeat(16) },
+      stdio: ['ignore', 'pipe', 'pipe']
+    })
+    let output = ''
+    child.stdout.on('data', (chunk) => { output += chunk })
+    child.stderr.on('data', (chunk) => { output += chunk })
+    child.on('close', (code) => resolve({ code, output }))
+  })
+  t.equal(code, 78, output)
+  t.match(output, /ADMIN_API_KEYS key #1 is 16 characters, shorter than 32/)
+  t.notMatch(output, /\n\s+at /, 'no stack trace')
+})
+
+t.test('wrong keys are limited per client: 429 with Retry-After after ADMIN_KEY_FAILURES_MAX, however concurrent', async (t) => {
+  const app = await build(t, { env: { ADMIN_KEY_FAILURES_MAX: '5', ADMIN_KEY_FAILURES_WINDOW_MS: '60000' } })
+  const wrong = (i: number) => admin(randomBytes(32).toString('base64') + i)
+  const answers = await Promise.all(Array.from({ length: 40 }, (_, i) => app.inject({ url: '/api/admin/users', headers: wrong(i), remoteAddress: '10.20.0.1' })))
+  const statuses = answers.map((res) => res.statusCode)
+  t.equal(statuses.filter((s) => s === 401).length, 5, '40 wrong keys at once: exactly 5 checked (401)')
+  t.equal(statuses.filter((s) => s === 429).length, 35, 'the other 35: 429')
+  const limited = answers.find((res) => res.statusCode === 429)!
+  t.match(limited.json(), { status: 429, code: 'RATE_LIMITED', detail: /wrong API keys/ })
+  const retry = Number(limited.headers['retry-after'])
+  t.ok(retry >= 55 && retry <= 60, `Retry-After ${retry} s`)
+  t.equal((await app.inject({ url: '/api/admin/users', headers: admin(CURRENT), remoteAddress: '10.20.0.1' })).statusCode, 429, 'the right key from the locked client: 429 too (a 200 would confirm a guess)')
+  t.equal((await app.inject({ url: '/api/admin/users', headers: admin(CURRENT), remoteAddress: '10.20.0.2' })).statusCode, 200, 'other clients are not affected')
+  t.equal((await app.inject({ url: '/api/admin/users', headers: wrong(99), remoteAddress: '10.20.0.3' })).statusCode, 401, 'another client still gets its own 401s')
+})
+
+t.test('right keys are never limited or slowed: they do not use the budget, even many at once', async (t) => {
+  const app = await build(t, { env: { ADMIN_KEY_FAILURES_MAX: '3', ADMIN_KEY_FAILURES_WINDOW_MS: '60000' } })
+  const client = { remoteAddress: '10.21.0.1' }
+  const right = await Promise.all(Array.from({ length: 50 }, (_, i) => app.inject({ url: '/api/admin/users?limit=1', headers: admin(i % 2 === 0 ? CURRENT : PREVIOUS), ...client })))
+  t.same([...new Set(right.map((res) => res.statusCode))], [200], '50 right keys at once: all 200')
+  for (let i = 0; i < 2; i++) t.equal((await app.inject({ url: '/api/admin/users', headers: admin('wrong key of no importance'), ...client })).statusCode, 401)
+  t.equal((await app.inject({ url: '/api/admin/users', headers: {}, ...client })).statusCode, 401, 'a missing key is not a guess')
+  t.equal((await app.inject({ url: '/api/admin/users', headers: admin(CURRENT), ...client })).statusCode, 200, 'two failures of three: the right key still works')
+  t.equal((await app.inject({ url: '/api/admin/users', headers: admin('wrong key of no importance'), ...client })).statusCode, 401, 'the third failure')
+  t.equal((await app.inject({ url: '/api/admin/users', headers: admin(CURRENT), ...client })).statusCode, 429, 'then the client is locked')
 })
 
 t.test('ADMIN_API_KEYS: blanks around keys are ignored, a single key works', async (t) => {

@@ -55,6 +55,80 @@ const TABLE: Case[] = [
     matches: [['/mid/x/end', { a: 'x' }], ['/mid/end', { a: '' }]],
     misses: ['/mid/x/y/end', '/mid/x']
   },
+  // Reference cases (issue 11): optional parameters take a trailing slash; `*` before an
+  // optional parameter leaves it the last segment; several parameters in one segment split
+  // at the first separator; an escaped colon after a parameter.
+  {
+    pattern: '/days/:day/:month?/:year?',
+    matches: [
+      ['/days/1', { day: '1', month: '', year: '' }],
+      ['/days/1/', { day: '1', month: '', year: '' }],
+      ['/days/1//', { day: '1', month: '', year: '' }],
+      ['/days/1/-/', { day: '1', month: '-', year: '' }],
+      ['/days/1-', { day: '1-', month: '', year: '' }],
+      ['/days/1/2', { day: '1', month: '2', year: '' }],
+      ['/days/1/2/3', { day: '1', month: '2', year: '3' }]
+    ],
+    misses: ['/days/', '/days', '/days/1/2/3/4']
+  },
+  {
+    pattern: '/dots/:day.:month?.:year?',
+    matches: [['/dots/1..', { day: '1', month: '', year: '' }], ['/dots/1.2.', { day: '1', month: '2', year: '' }], ['/dots/1.2.3', { day: '1', month: '2', year: '3' }]],
+    misses: ['/dots/1', '/dots/1.', '/dots/1.2', '/dots/']
+  },
+  {
+    pattern: '/joker/*/:param?',
+    matches: [
+      ['/joker/', { '*': '', '*1': '', param: '' }],
+      ['/joker/joker', { '*': 'joker', '*1': 'joker', param: '' }],
+      ['/joker/joker/batman', { '*': 'joker', '*1': 'joker', param: 'batman' }],
+      ['/joker/joker//batman', { '*': 'joker/', '*1': 'joker/', param: 'batman' }],
+      ['/joker/joker/batman/robin/1', { '*': 'joker/batman/robin', '*1': 'joker/batman/robin', param: '1' }],
+      ['/joker/joker/batman/robin/1/', { '*': 'joker/batman/robin/1', '*1': 'joker/batman/robin/1', param: '' }],
+      ['/joker/joker-batman-robin-1', { '*': 'joker-batman-robin-1', '*1': 'joker-batman-robin-1', param: '' }]
+    ],
+    misses: ['/jokerx']
+  },
+  {
+    pattern: '/star/*/:param',
+    matches: [['/star/joker/batman/robin', { '*': 'joker/batman', '*1': 'joker/batman', param: 'robin' }]],
+    misses: ['/star/joker-batman', '/star']
+  },
+  {
+    pattern: '/pair/:param-:param2',
+    matches: [['/pair/entity-entity2', { param: 'entity', param2: 'entity2' }], ['/pair/a-b-c', { param: 'a', param2: 'b-c' }]],
+    misses: ['/pair/entity', '/pair/entity-', '/pair/-x', '/pair/a/b-c']
+  },
+  {
+    pattern: '/file/:filename.:extension',
+    matches: [['/file/test.pdf', { filename: 'test', extension: 'pdf' }], ['/file/a.tar.gz', { filename: 'a', extension: 'tar.gz' }]],
+    misses: ['/file/test-pdf', '/file/test/pdf', '/file/test']
+  },
+  {
+    pattern: '/ver/v:major.:minor',
+    matches: [['/ver/v1.2', { major: '1', minor: '2' }], ['/ver/v10.20.3', { major: '10', minor: '20.3' }]],
+    misses: ['/ver/1.2', '/ver/v1', '/ver/v.2']
+  },
+  {
+    pattern: '/verb/:name\\:customVerb',
+    matches: [['/verb/test:customVerb', { name: 'test' }]],
+    misses: ['/verb/test:test', '/verb/test']
+  },
+  {
+    pattern: '/verb2/:name::customVerb',
+    matches: [['/verb2/test:customVerb', { name: 'test' }]],
+    misses: ['/verb2/test:test']
+  },
+  {
+    pattern: '/colon/\\::param?',
+    matches: [['/colon/:hello', { param: 'hello' }], ['/colon/:', { param: '' }]],
+    misses: ['/colon/', '/colon/hello']
+  },
+  {
+    pattern: '/foo:param?bar',
+    matches: [['/foofaselbar', { param: 'fasel' }], ['/foobar', { param: '' }]],
+    misses: ['/fooba', '/fobar']
+  },
   {
     pattern: '/enc/+',
     matches: [['/enc/%C3%A9t%C3%A9', { '*': 'été', '*1': 'été' }], ['/enc/a%2Fb', { '*': 'a/b', '*1': 'a/b' }]],
@@ -120,6 +194,29 @@ t.test('compiled patterns sit beside native routes: static beats param beats wil
   t.equal((await app.inject('/other/a/y')).statusCode, 404, 'no pattern and no fallback: 404')
 })
 
+t.test('router options reach compiled patterns as they reach native ones', async (t) => {
+  const app = Fastify({ routerOptions: { caseSensitive: false, ignoreTrailingSlash: true, ignoreDuplicateSlashes: true } })
+  t.teardown(() => app.close())
+  await app.register(routing)
+  app.get('/Shop/+/Items', async (request) => request.params)
+  app.get('/Native/:id', async (request) => request.params)
+  app.get('/days/:day/:month?/:year?', async (request) => request.params)
+  await app.ready()
+  const cases: Array<[string, Record<string, string>]> = [
+    ['/native/AbC/', { id: 'AbC' }], // find-my-way itself
+    ['/shop/AbC/items', { '*1': 'AbC', '*': 'AbC' }], // caseSensitive: false, values keep their case
+    ['/SHOP/a/b/ITEMS/', { '*1': 'a/b', '*': 'a/b' }], // ignoreTrailingSlash
+    ['//shop//a/items', { '*1': 'a', '*': 'a' }], // ignoreDuplicateSlashes
+    ['/days/1/2/', { day: '1', month: '2', year: '' }]
+  ]
+  for (const [url, params] of cases) {
+    const response = await app.inject(url)
+    t.equal(response.statusCode, 200, url)
+    t.same(response.json(), params, `params of ${url}`)
+  }
+  t.equal((await app.inject({ method: 'POST', url: '/shop/a/items/' })).headers.allow, 'GET, HEAD, OPTIONS', '405 check normalizes the same way')
+})
+
 t.test('a parameter that is not valid percent-encoding is a 400', async (t) => {
   const app = Fastify()
   t.teardown(() => app.close())
@@ -174,4 +271,28 @@ t.test('parsePattern: native or compiled, and the patterns it refuses', async (t
   t.teardown(() => app.close())
   await app.register(routing)
   t.throws(() => app.get('/x/:a/:a', async () => 'x'), RoutePatternError, 'refused at registration')
+})
+
+t.test('patterns that could never match are refused at registration, with the reason', async (t) => {
+  const refused: Array<[string, RegExp]> = [
+    ['/a/:first:second', /"first" is followed by another parameter without a separator/],
+    ['/a/:first:second?', /"first" is followed by another parameter without a separator/],
+    ['/a/:name*', /"name" is followed by another parameter without a separator/],
+    ['/a/:name+', /"name" is followed by another parameter without a separator/],
+    ['/a/:id<int>', /constraints \(":id<\.\.\.>"\) are not supported/],
+    ['/a/:id<int>?', /constraints/],
+    ['/a/:id<min(5)>/b', /constraints/]
+  ]
+  const app = Fastify()
+  t.teardown(() => app.close())
+  await app.register(routing)
+  for (const [pattern, reason] of refused) {
+    t.throws(() => app.get(pattern, async () => 'x'), { code: 'FST_ROUTING_INVALID_PATTERN', message: reason }, pattern)
+  }
+  // A regular expression delimits its parameter, so find-my-way's `:a(regex):b` stays allowed.
+  app.get('/re/:hour(^\\d{2})h:minute(^\\d{2})m', async (request) => request.params)
+  app.get('/re2/:a(^\\d+):b', async (request) => request.params)
+  await app.ready()
+  t.same((await app.inject('/re/12h30m')).json(), { hour: '12', minute: '30' })
+  t.same((await app.inject('/re2/12x')).json(), { a: '12', b: 'x' })
 })

@@ -100,12 +100,12 @@ t.test('traversal and dotfiles refused: nothing outside the root, no hidden file
   }
 })
 
-t.test('several folders at once, next to the context plugin and its sendFile', async (t) => {
+t.test('several folders at once, next to the context plugin and its serveFile', async (t) => {
   const base = await listen(t, async (app) => {
     await app.register(context, { files: { root: PUBLIC } })
     await app.static('/a', PUBLIC)
     await app.static('/b', `${PUBLIC}dir`, { index: false, maxAge: 60_000 })
-    app.get('/send', async (_request, reply) => reply.sendFile('style.css'))
+    app.get('/send', async (_request, reply) => reply.serveFile('style.css'))
   })
   t.equal((await get(base, '/a/style.css')).status, 200)
   const b = await get(base, '/b/file.txt')

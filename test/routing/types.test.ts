@@ -16,13 +16,15 @@ function expectType<A, B> (_proof: Equal<A, B>): void {}
 function typeErrors (app: FastifyInstance) {
   // @ts-expect-error parameter values are text, numbers or booleans
   app.getRouteURL('user', { id: { nested: true } })
+  // @ts-expect-error methodNotAllowed is a boolean
+  const wrong: RoutingOptions = { methodNotAllowed: 1 }
   // @ts-expect-error maxRestarts is a number
   const options: RoutingOptions = { maxRestarts: '3' }
   // @ts-expect-error a route name is text
   app.get('/x', { config: { name: 7 } }, async () => 'x')
   // @ts-expect-error chain steps take (request, reply, next)
   chain((_request: unknown, _reply: unknown, _next: unknown, _extra: string) => undefined)
-  return options
+  return [options, wrong]
 }
 
 t.test('typed usage compiles', async (t) => {
@@ -47,7 +49,7 @@ t.test('typed usage compiles', async (t) => {
 
 t.test('runtime exports are the documented ones', async (t) => {
   t.same(Object.keys(routingModule).sort(), [
-    'ChainHandlerError', 'DuplicateRouteNameError', 'PATTERN_CONSTRAINT', 'RestartLimitError', 'RouteNameNotFoundError',
+    'ChainHandlerError', 'ChainNonErrorError', 'DuplicateRouteNameError', 'NoNextHandlerError', 'PATTERN_CONSTRAINT', 'RestartLimitError', 'RouteMethodNotAllowedError', 'RouteNameNotFoundError',
     'RouteParamDecodeError', 'RouteParamMissingError', 'RoutePatternError', 'RoutingOptionError',
     'buildURL', 'chain', 'compilePattern', 'default', 'matchCompiled', 'parsePattern'
   ].sort())

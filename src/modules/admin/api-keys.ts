@@ -6,7 +6,10 @@
  * SPEC.md texts as their detail.
  */
 import createError from '@fastify/error'
+import { normalizeIP } from '@fastify/rate-limit'
 import type { FastifyBaseLogger } from 'fastify'
+import { parseApiKeys } from '../../lib/api-keys.js'
+import { MemoryAttemptStore, type AttemptStore } from '../../lib/attempts.js'
 import {
   createKeySet,
   INVALID_KEY_MESSAGE,
@@ -16,11 +19,9 @@ import {
   type KeyAuthPluginOptions
 } from '../../plugins/keyauth/index.js'
 
-/** Shorter keys are refused at start: a key must not be guessable. */
-export const MIN_API_KEY_LENGTH = 16
-
 export const ApiKeyMissing = createError('API_KEY_MISSING', MISSING_OR_MALFORMED_MESSAGE, 401)
 export const ApiKeyInvalid = createError('API_KEY_INVALID', INVALID_KEY_MESSAGE, 401)
+export const TooManyWrongKeys = createError('RATE_LIMITED', 'Too many wrong API keys from this client; retry in %d s', 429)
 
 /** The OpenAPI security scheme of the admin routes, and the requirement they declare. */
 export const adminApiKeyScheme = {
@@ -30,32 +31,49 @@ export const adminApiKeyScheme = {
 } as const
 export const adminApiKey = [{ adminApiKey: [] }]
 
-/** ADMIN_API_KEYS: comma-separated, blanks around each key ignored. */
-export function parseApiKeys (value: string): string[] {
-  const keys = value.split(',').map((key) => key.trim()).filter((key) => key !== '')
-  const short = keys.findIndex((key) => key.length < MIN_API_KEY_LENGTH)
-  if (short >= 0) {
-    throw new Error(`Invalid configuration: ADMIN_API_KEYS key #${short + 1} is shorter than ${MIN_API_KEY_LENGTH} characters (e.g. \`openssl rand -base64 32\`)`)
-  }
-  return keys
+export interface KeyFailureLimit {
+  /** Wrong keys per client address and window; past that, 429 with Retry-After. */
+  max: number
+  /** The window, in ms. */
+  timeWindow: number
+  store?: AttemptStore
 }
 
-/** Key-auth options for the admin routes. With no keys configured, every request is refused. */
-export function adminKeyAuthOptions (apiKeys: string, log: FastifyBaseLogger): KeyAuthPluginOptions {
+/**
+ * Key-auth options for the admin routes. With no keys configured, every request is refused.
+ * Wrong keys are limited per client: each key check first reserves an attempt on the
+ * client's budget (`failures`), and a right key gives it back at once, so only wrong keys
+ * use it, at most `max` keys are ever checked per window however concurrent, and a right
+ * key costs nothing more. Past the budget every request from that client is a 429 with
+ * Retry-After until the window ends, also with the right key (otherwise the 200 would
+ * still tell a right guess). A missing key is not a guess and is not counted.
+ */
+export function adminKeyAuthOptions (apiKeys: string, log: FastifyBaseLogger, failures: KeyFailureLimit): KeyAuthPluginOptions {
   const keys = parseApiKeys(apiKeys)
-  let validator: KeyAuthPluginOptions['validator'] = () => false
-  if (keys.length === 0) {
-    log.warn('ADMIN_API_KEYS is empty: the admin routes refuse every request')
-  } else {
-    const keySet = createKeySet(keys)
-    validator = (_request, key) => keySet.has(key)
-  }
+  const keySet = keys.length === 0 ? undefined : createKeySet(keys)
+  if (keySet === undefined) log.warn('ADMIN_API_KEYS is empty: the admin routes refuse every request')
+  const store = failures.store ?? new MemoryAttemptStore()
   return {
     keyLookup: 'header:Authorization',
     authScheme: 'Bearer',
-    validator,
+    validator: async (request, key) => {
+      let result = store.reserve(`client:${normalizeIP(request.ip)}`, failures.max, failures.timeWindow)
+      if (result instanceof Promise) result = await result
+      if (!result.allowed) {
+        const seconds = Math.max(1, Math.ceil(result.retryAfterMs / 1000))
+        throw Object.assign(new TooManyWrongKeys(seconds), { retryAfterSeconds: seconds })
+      }
+      // The in-memory store answered at once: reserve, check and release are one step.
+      const valid = keySet?.has(key) === true
+      if (valid) await store.release(result.reservation)
+      return valid
+    },
     // Throwing hands the error to the service's error handler: problem details.
     errorHandler: (_request, reply, error) => {
+      if (error instanceof TooManyWrongKeys) {
+        reply.header('retry-after', String((error as unknown as { retryAfterSeconds: number }).retryAfterSeconds))
+        throw error
+      }
       reply.header('www-authenticate', 'Bearer realm="admin"')
       if (error instanceof KeyAuthMissingOrMalformedError) throw new ApiKeyMissing()
       if (error instanceof KeyAuthInvalidKeyError) throw new ApiKeyInvalid()

@@ -10,18 +10,20 @@ import { IdParams, Pagination } from '../../lib/schemas.js'
 import keyAuth from '../../plugins/keyauth/index.js'
 import { productsRepository } from '../products/repository.js'
 import { usersRepository } from '../users/repository.js'
-import { adminApiKey, adminKeyAuthOptions } from './api-keys.js'
+import { adminApiKey, adminKeyAuthOptions, type KeyFailureLimit } from './api-keys.js'
 import { AdminUserPage } from './schemas.js'
 
 export interface AdminRoutesOptions {
   /** ADMIN_API_KEYS: comma-separated keys; empty refuses every request. */
   apiKeys: string
+  /** Wrong keys per client and window before 429 (ADMIN_KEY_FAILURES_*). */
+  keyFailures: KeyFailureLimit
 }
 
 const deleted = { type: 'null', description: 'deleted' } as const
 
 export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async (app, options) => {
-  await app.register(keyAuth, adminKeyAuthOptions(options.apiKeys, app.log))
+  await app.register(keyAuth, adminKeyAuthOptions(options.apiKeys, app.log, options.keyFailures))
   const users = usersRepository(app.prisma)
   const products = productsRepository(app.prisma)
 
@@ -31,7 +33,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
       summary: 'List users, oldest first, a page at a time',
       security: adminApiKey,
       querystring: Pagination,
-      response: { 200: AdminUserPage, ...problems(400, 401) }
+      response: { 200: AdminUserPage, ...problems(400, 401, 429) }
     }
   }, async (request) => await users.page(request.query))
 
@@ -41,7 +43,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
       summary: 'Delete a user and their products',
       security: adminApiKey,
       params: IdParams,
-      response: { 204: deleted, ...problems(400, 401, 404) }
+      response: { 204: deleted, ...problems(400, 401, 404, 429) }
     }
   }, async (request, reply) => {
     const { id } = request.params
@@ -55,7 +57,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
       summary: 'Delete any product',
       security: adminApiKey,
       params: IdParams,
-      response: { 204: deleted, ...problems(400, 401, 404) }
+      response: { 204: deleted, ...problems(400, 401, 404, 429) }
     }
   }, async (request, reply) => {
     const { id } = request.params

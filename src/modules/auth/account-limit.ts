@@ -1,23 +1,27 @@
 /**
- * Per-account limit on failed logins, on top of the per-client limit of the login route:
- * after `max` failed logins for one login name within `timeWindow` ms, further logins
- * for that name answer 429 with Retry-After until the window ends, whichever client
- * sends them and whatever the password. Only failures count, so a user who logs in often
- * is never limited. Built on @fastify/rate-limit's manual limiter (its bounded LRU store,
- * peeked without consuming: `{ increment: false }`).
+ * Per-account limit on password guesses, on top of the per-client limit of the auth
+ * routes: at most `max` guesses at one account's password are *evaluated* per `timeWindow`
+ * ms, whichever clients send them and however many arrive at once; past that, 429 with
+ * Retry-After until the window ends, even for the right password. A guess is reserved
+ * atomically before its bcrypt work (src/lib/attempts.ts) and given back when it is right,
+ * so only failures use the budget: a user who logs in often is never limited.
  *
- * The key is the login name as sent, lower-cased (usernames and e-mails are
- * case-insensitive); unknown names are limited exactly like real ones, so the limit does
- * not tell whether an account exists. Trade-offs (docs/reliability.md): anyone can lock
- * an account out for one window by failing its logins on purpose; the username and the
- * e-mail of one account are two keys; the counters live in this process's memory.
+ * One account, one counter: the key is the account's id, whichever spelling of its
+ * username or e-mail was sent (citext compares under the database's collation, where `İ`
+ * may fold to `i`); a name that names no account is keyed on the database's folding of it
+ * (`lower(name::text)`), so all its spellings share one counter too, and unknown names are
+ * limited exactly like real ones. Login (POST /api/auth/login) and the current-password
+ * checks of PATCH and DELETE /api/user/:id take guesses from the same budget.
+ * Trade-offs (docs/reliability.md, "Brute force"): anyone can lock an account out for one
+ * window by failing its logins on purpose; the counters live in this process's memory
+ * unless another AttemptStore is given.
  */
-import '@fastify/rate-limit'
 import createError from '@fastify/error'
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import type { FastifyReply } from 'fastify'
+import { budget, type AttemptStore, type Reservation } from '../../lib/attempts.js'
 
 export interface AccountLimitOptions {
-  /** Failed logins allowed per login name and window. */
+  /** Password guesses evaluated per account and window (failures; a right guess is given back). */
   max: number
   /** The window, in ms. */
   timeWindow: number
@@ -27,26 +31,19 @@ export const DEFAULT_ACCOUNT_LIMIT: AccountLimitOptions = { max: 10, timeWindow:
 
 export const TooManyFailedLogins = createError('RATE_LIMITED', 'Too many failed logins for this account; retry in %d s', 429)
 
-/** The login name a login request names (its body has been validated). */
-function loginName (request: FastifyRequest): string {
-  const body = request.body as { username?: string, identity?: string }
-  return `login:${(body.username ?? body.identity ?? '').toLowerCase()}`
+/** The counter key of a login: the account when there is one, else the folded name. */
+export function accountKey (account: { folded: string, credentials: { id: number } | null }): string {
+  return account.credentials === null ? `name:${account.folded}` : `user:${account.credentials.id}`
 }
 
-export function accountLimiter (app: FastifyInstance, options: AccountLimitOptions) {
-  const limiter = app.createRateLimit({ max: options.max, timeWindow: options.timeWindow, keyGenerator: loginName })
-  return {
-    /** Throws a 429 (and sets Retry-After) when this login name has used up its failures. */
-    async check (request: FastifyRequest, reply: FastifyReply): Promise<void> {
-      const status = await limiter(request, { increment: false })
-      if (!status.isAllowed && status.remaining === 0 && status.ttl > 0) {
-        reply.header('retry-after', String(status.ttlInSeconds))
-        throw new TooManyFailedLogins(status.ttlInSeconds)
-      }
-    },
-    /** Counts one failed login for this login name. */
-    async recordFailure (request: FastifyRequest): Promise<void> {
-      await limiter(request)
-    }
-  }
+export interface AccountLimiter {
+  /** Reserves one guess for this key, or throws a 429 (and sets Retry-After) when none is left. */
+  reserve: (key: string, reply: FastifyReply) => Promise<Reservation>
+  /** Gives a guess back: it was right. */
+  release: (reservation: Reservation) => Promise<void>
+}
+
+export function accountLimiter (options: AccountLimitOptions, store?: AttemptStore): AccountLimiter {
+  const guesses = budget({ ...options, store, refusal: (seconds) => new TooManyFailedLogins(seconds) })
+  return { reserve: guesses.spend, release: guesses.release }
 }

@@ -1,31 +1,32 @@
 /**
- * POST /api/auth/register and POST /api/auth/login. Both are rate-limited per client;
- * login is also limited per account (failed logins per login name, account-limit.ts).
+ * POST /api/auth/register and POST /api/auth/login. Both spend the client's one budget of
+ * bcrypt-costing requests (budget.ts, shared with the user routes);
+ * login is also limited per account (password guesses per account, account-limit.ts).
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { BadRequest } from '../../lib/problem.js'
 import { problems } from '../../lib/responses.js'
 import { registrationRoute } from '../users/registration.js'
 import { usersService } from '../users/service.js'
-import { accountLimiter, DEFAULT_ACCOUNT_LIMIT, type AccountLimitOptions } from './account-limit.js'
+import type { AccountLimiter } from './account-limit.js'
+import type { AuthBudget } from './budget.js'
 import { LoginBody, LoginResult } from './schemas.js'
 
 export interface AuthRoutesOptions {
-  rateLimit: { max: number, timeWindow: number }
-  /** Failed logins per account and window (default 10 per 15 min). */
-  accountLimit?: AccountLimitOptions
+  /** The per-client budget of bcrypt-costing requests (shared with the user routes). */
+  authBudget: AuthBudget
+  /** The per-account budget of password guesses (shared with the user routes). */
+  guesses: AccountLimiter
   expiresIn: string
 }
 
 export const authRoutes: FastifyPluginAsyncTypebox<AuthRoutesOptions> = async (app, options) => {
-  const service = usersService(app)
-  const rateLimit = options.rateLimit
-  const accounts = accountLimiter(app, options.accountLimit ?? DEFAULT_ACCOUNT_LIMIT)
+  const service = usersService(app, { guesses: options.guesses })
 
-  registrationRoute(app, service, { url: '/register', tag: 'auth', variant: 'A', rateLimit })
+  registrationRoute(app, service, { url: '/register', tag: 'auth', variant: 'A', authBudget: options.authBudget })
 
   app.post('/login', {
-    config: { rateLimit },
+    onRequest: options.authBudget,
     schema: {
       tags: ['auth'],
       summary: 'Log in with username (or e-mail) and password; returns a JWT',
@@ -38,13 +39,7 @@ export const authRoutes: FastifyPluginAsyncTypebox<AuthRoutesOptions> = async (a
     if (login === undefined || (username !== undefined && identity !== undefined)) {
       throw new BadRequest('Send exactly one of `username` and `identity`')
     }
-    await accounts.check(request, reply)
-    try {
-      const { token, userId } = await service.login(login, password)
-      return { token, tokenType: 'Bearer' as const, expiresIn: options.expiresIn, userId }
-    } catch (error) {
-      if ((error as { statusCode?: number }).statusCode === 401) await accounts.recordFailure(request)
-      throw error
-    }
+    const { token, userId } = await service.login(login, password, reply)
+    return { token, tokenType: 'Bearer' as const, expiresIn: options.expiresIn, userId }
   })
 }

@@ -1,32 +1,52 @@
 /**
  * Liveness (the process answers) and readiness (the database answers and its schema is
  * current: every migration of prisma/migrations is applied). Both answer at once; a
- * database that is down makes `/ready` a 503 within the pool's connection timeout.
+ * database that is down or hangs makes `/ready` a 503 within HEALTH_READY_TIMEOUT_MS
+ * (1.5 s by default), logged as a warning.
  */
-import { readdir } from 'node:fs/promises'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
-import { MIGRATIONS_DIR } from '../../db/pending.js'
+import { sqlPool } from '../../db/client.js'
+import { expectedMigrations, pendingAmong } from '../../db/pending.js'
 import { ServiceUnavailable } from '../../lib/problem.js'
 import { problems } from '../../lib/responses.js'
 
 const Status = Type.Object({ status: Type.Literal('ok') })
 
-/** The migrations this code expects; none when the folder is not shipped (then only the connection counts). */
-async function expectedMigrations (): Promise<string[]> {
-  try {
-    const entries = await readdir(MIGRATIONS_DIR, { withFileTypes: true })
-    return entries.filter((e) => e.isDirectory()).map((e) => e.name)
-  } catch {
-    return []
-  }
+export interface HealthRoutesOptions {
+  /** `/ready` answers 503 when the database has not answered within this time (default 1500 ms). */
+  readyTimeoutMs?: number
 }
 
-export const healthRoutes: FastifyPluginAsyncTypebox = async (app) => {
+export const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesOptions> = async (app, options) => {
   const expected = await expectedMigrations()
+  const timeoutMs = options.readyTimeoutMs ?? 1500
+  const pool = sqlPool(app.prisma)
+
+  /**
+   * The pending migrations (src/db/pending.ts), or a 503 once `timeoutMs` has passed:
+   * waiting for a pool connection and the query together, so a frozen database cannot hold
+   * the probe (the query's own client-side timeout drops its connection).
+   */
+  async function pending (): Promise<string[]> {
+    const probe = pendingAmong(pool, expected, timeoutMs)
+    probe.catch(() => {}) // settled after the race is lost: nothing more to do with it
+    let timer: NodeJS.Timeout | undefined
+    const late = new Promise<never>((_resolve, reject) => {
+      timer = setTimeout(() => reject(new ServiceUnavailable(`The database did not answer within ${timeoutMs} ms`)), timeoutMs)
+    })
+    try {
+      return await Promise.race([probe, late])
+    } catch (error) {
+      if ((error as { code?: string }).code === 'SERVICE_UNAVAILABLE') throw error
+      throw new ServiceUnavailable('The database is unavailable')
+    } finally {
+      clearTimeout(timer)
+    }
+  }
 
   app.get('/live', {
-    config: { rateLimit: false },
+    config: { rateLimit: false, loadShedding: false },
     schema: { tags: ['health'], summary: 'The process is up', response: { 200: Status } }
   }, async () => ({ status: 'ok' as const }))
 
@@ -34,25 +54,10 @@ export const healthRoutes: FastifyPluginAsyncTypebox = async (app) => {
     config: { rateLimit: false },
     schema: { tags: ['health'], summary: 'The database answers and its migrations are applied', response: { 200: Status, ...problems(503) } }
   }, async () => {
-    let applied: Set<string>
-    try {
-      const rows = expected.length === 0
-        ? await app.prisma.$queryRaw<{ name: string }[]>`SELECT 'none' AS name`
-        : await app.prisma.$queryRaw<{ name: string }[]>`SELECT migration_name AS name FROM _prisma_migrations WHERE finished_at IS NOT NULL AND rolled_back_at IS NULL`
-      applied = new Set(rows.map((r) => r.name))
-    } catch (error) {
-      if (isUndefinedTable(error)) applied = new Set()
-      else throw new ServiceUnavailable('The database is unavailable')
-    }
-    const pending = expected.filter((name) => !applied.has(name))
-    if (pending.length > 0) {
-      throw new ServiceUnavailable(`The database schema is not up to date: ${pending.length} migration(s) pending`)
+    const names = await pending()
+    if (names.length > 0) {
+      throw new ServiceUnavailable(`The database schema is not up to date: ${names.length} migration(s) pending`)
     }
     return { status: 'ok' as const }
   })
-}
-
-function isUndefinedTable (error: unknown): boolean {
-  const e = error as { meta?: { driverAdapterError?: { cause?: { originalCode?: string } } } }
-  return e.meta?.driverAdapterError?.cause?.originalCode === '42P01'
 }

@@ -1,5 +1,6 @@
 /** Prisma access for products. */
 import type { PrismaClient } from '../../generated/prisma/client.js'
+import { isForeignKeyViolation } from '../../db/errors.js'
 import { keysetPage } from '../../lib/schemas.js'
 
 export function productsRepository (prisma: PrismaClient) {
@@ -18,8 +19,19 @@ export function productsRepository (prisma: PrismaClient) {
       return await prisma.product.findUnique({ where: { id } })
     },
 
+    /**
+     * The new product, or null when its creator no longer exists: a user deleted while
+     * their request was in flight (the token check read the user, the deletion committed
+     * before the insert). The insert then fails on the foreign key and writes nothing; a
+     * product inserted just before the deletion is removed with the user (ON DELETE CASCADE).
+     */
     async create (data: { title: string, description: string, amount: number, creatorId: number }) {
-      return await prisma.product.create({ data })
+      try {
+        return await prisma.product.create({ data })
+      } catch (error) {
+        if (isForeignKeyViolation(error)) return null
+        throw error
+      }
     },
 
     /** Deletes when `creatorId` matches; the count says whether it did. */

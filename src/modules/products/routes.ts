@@ -1,6 +1,6 @@
 /** /api/product: public reads, creation with a JWT, deletion by the creator only. */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { Forbidden, NotFound } from '../../lib/problem.js'
+import { Forbidden, NotFound, Unauthorized } from '../../lib/problem.js'
 import { bearerAuth, problems } from '../../lib/responses.js'
 import { IdParams, Pagination } from '../../lib/schemas.js'
 import { productsRepository } from './repository.js'
@@ -42,6 +42,8 @@ export const productRoutes: FastifyPluginAsyncTypebox = async (app) => {
     }
   }, async (request, reply) => {
     const product = await products.create({ ...request.body, creatorId: request.currentUser!.id })
+    // The user was deleted after the token check: the token no longer names anyone.
+    if (product === null) throw new Unauthorized('The token has been revoked')
     return reply.code(201).send(product)
   })
 

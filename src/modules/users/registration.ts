@@ -5,6 +5,7 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import type { FastifyInstance } from 'fastify'
 import { problems } from '../../lib/responses.js'
+import type { AuthBudget } from '../auth/budget.js'
 import { RegisterBody, User } from './schemas.js'
 import type { usersService } from './service.js'
 
@@ -12,12 +13,13 @@ export interface RegistrationRouteOptions {
   url: string
   tag: string
   variant: 'A' | 'B'
-  rateLimit: { max: number, timeWindow: number }
+  /** The per-client budget of bcrypt-costing requests, shared with login and the other registration path. */
+  authBudget: AuthBudget
 }
 
 export function registrationRoute (app: FastifyInstance, service: ReturnType<typeof usersService>, options: RegistrationRouteOptions): void {
   app.withTypeProvider<TypeBoxTypeProvider>().post(options.url, {
-    config: { rateLimit: options.rateLimit },
+    onRequest: options.authBudget,
     schema: {
       tags: [options.tag],
       summary: `Register a user (Variant ${options.variant})`,

@@ -4,17 +4,28 @@
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyRequest } from 'fastify'
+import createError from '@fastify/error'
+import { budget } from '../../lib/attempts.js'
 import { Forbidden, NotFound } from '../../lib/problem.js'
 import { bearerAuth, problems } from '../../lib/responses.js'
+import type { AccountLimiter } from '../auth/account-limit.js'
+import type { AuthBudget } from '../auth/budget.js'
 import { IdParams } from '../../lib/schemas.js'
 import type { PublicUser } from './repository.js'
 import { registrationRoute } from './registration.js'
-import { UpdatedUser, UpdateUserBody, User } from './schemas.js'
+import { DeleteUserBody, UpdatedUser, UpdateUserBody, User } from './schemas.js'
 import { usersService } from './service.js'
 
 export interface UserRoutesOptions {
-  rateLimit: { max: number, timeWindow: number }
+  /** The per-client budget of bcrypt-costing requests (shared with the auth routes). */
+  authBudget: AuthBudget
+  /** The per-account budget of password guesses (shared with login). */
+  guesses: AccountLimiter
+  /** Changes of one's own record (PATCH, DELETE) per user and window. */
+  accountChanges: { max: number, timeWindow: number }
 }
+
+export const TooManyAccountChanges = createError('RATE_LIMITED', 'Too many changes to this account; retry in %d s', 429)
 
 /** The authenticated user, when `id` is theirs. */
 function ownRecord (request: FastifyRequest, id: number): PublicUser {
@@ -24,9 +35,10 @@ function ownRecord (request: FastifyRequest, id: number): PublicUser {
 }
 
 export const userRoutes: FastifyPluginAsyncTypebox<UserRoutesOptions> = async (app, options) => {
-  const service = usersService(app)
+  const service = usersService(app, { guesses: options.guesses })
+  const changes = budget({ ...options.accountChanges, refusal: (seconds) => new TooManyAccountChanges(seconds) })
 
-  registrationRoute(app, service, { url: '', tag: 'users', variant: 'B', rateLimit: options.rateLimit })
+  registrationRoute(app, service, { url: '', tag: 'users', variant: 'B', authBudget: options.authBudget })
 
   app.get('/:id', {
     onRequest: app.authenticate,
@@ -47,14 +59,21 @@ export const userRoutes: FastifyPluginAsyncTypebox<UserRoutesOptions> = async (a
     schema: {
       tags: ['users'],
       summary: 'Change your username, e-mail and/or password',
-      description: 'A password change revokes every earlier token and returns a new one.',
+      description: 'Changing the password needs `currentPassword` (a wrong one: 403 `WRONG_PASSWORD`); it revokes every earlier token and returns a new one. ' +
+        'Limited per user (`ACCOUNT_CHANGES_MAX`) and, when a password is sent, per client (`RATE_LIMIT_AUTH_MAX`) and per account (`LOGIN_FAILURES_MAX`): 429.',
       security: bearerAuth,
       params: IdParams,
       body: UpdateUserBody,
-      response: { 200: UpdatedUser, ...problems(400, 401, 403, 404, 409, 413, 415) }
+      response: { 200: UpdatedUser, ...problems(400, 401, 403, 404, 409, 413, 415, 429) }
     }
-  }, async (request) => {
+  }, async (request, reply) => {
     const { id } = ownRecord(request, request.params.id)
+    service.validateUpdate(request.body)
+    await changes.spend(`user:${id}`, reply)
+    if (request.body.currentPassword !== undefined) {
+      await options.authBudget(request, reply)
+      await service.checkCurrentPassword(id, request.body.currentPassword, reply)
+    }
     return await service.update(id, request.body)
   })
 
@@ -63,12 +82,18 @@ export const userRoutes: FastifyPluginAsyncTypebox<UserRoutesOptions> = async (a
     schema: {
       tags: ['users'],
       summary: 'Delete your user record and your products',
+      description: 'Needs your current password in the body, `{ "password": ... }` (a wrong one: 403 `WRONG_PASSWORD`). ' +
+        'Limited per user (`ACCOUNT_CHANGES_MAX`), per client (`RATE_LIMIT_AUTH_MAX`) and per account (`LOGIN_FAILURES_MAX`): 429.',
       security: bearerAuth,
       params: IdParams,
-      response: { 204: { type: 'null', description: 'deleted' }, ...problems(400, 401, 403, 404) }
+      body: DeleteUserBody,
+      response: { 204: { type: 'null', description: 'deleted' }, ...problems(400, 401, 403, 404, 413, 415, 429) }
     }
   }, async (request, reply) => {
     const { id } = ownRecord(request, request.params.id)
+    await changes.spend(`user:${id}`, reply)
+    await options.authBudget(request, reply)
+    await service.checkCurrentPassword(id, request.body.password, reply)
     // False only when a concurrent request deleted the user first.
     if (!await service.users.delete(id)) throw new NotFound('The user no longer exists')
     return reply.code(204).send(null)

@@ -2,11 +2,14 @@
  * The context API: request and reply decorators for the request-context operations of
  * SPEC.md. docs/context-api.md maps every operation to its API and its test.
  */
+import { tmpdir } from 'node:os'
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
 import type { ContextOptions, ResolvedContextOptions } from './options.js'
+import { ContextOptionError } from './reply/errors.js'
 import { registerReplyDecorators, resolveReplyOptions } from './reply/index.js'
 import { registerRequestDecorators } from './request/index.js'
+import { registerUploadDecorators } from './uploads.js'
 
 export type { ContextOptions } from './options.js'
 export * from './request/errors.js'
@@ -16,19 +19,26 @@ export type {
 export * from './reply/errors.js'
 export type {
   ClearCookieOptions, CookieRecord, FilesOptions, RedirectBackOptions, RedirectToRouteParams, ReplyOptions, RouteParamValue,
-  Storage, UploadedFile, UploadedFilePart, ViewData, ViewsOptions
+  ViewData, ViewsOptions
 } from './reply/index.js'
-export { FileSystemStorage, MemoryStorage } from './reply/index.js'
+export { FileSystemStorage, MemoryStorage, type Storage } from './storage.js'
+export type { UploadedFile, UploadedFilePart } from './uploads.js'
 export { negotiateCharset, negotiateEncoding, negotiateLanguage, negotiateMedia } from './negotiation.js'
 
 function resolveOptions (options: ContextOptions): ResolvedContextOptions {
   const subdomainOffset = options.subdomainOffset ?? 2
   if (!Number.isInteger(subdomainOffset) || subdomainOffset < 0) {
-    throw new TypeError('context: subdomainOffset must be a whole number >= 0')
+    throw new ContextOptionError('subdomainOffset must be a whole number >= 0')
   }
   if (options.proxyHeader !== undefined && (typeof options.proxyHeader !== 'string' || options.proxyHeader.trim() === '')) {
-    throw new TypeError('context: proxyHeader must be a header name')
+    throw new ContextOptionError('proxyHeader must be a header name')
   }
+  const memoryThreshold = options.formFiles?.memoryThreshold ?? 1048576
+  if (!Number.isSafeInteger(memoryThreshold) || memoryThreshold < 0) {
+    throw new ContextOptionError('formFiles.memoryThreshold must be a whole number of bytes >= 0')
+  }
+  const tmpDir = options.formFiles?.tmpDir ?? tmpdir()
+  if (typeof tmpDir !== 'string' || tmpDir === '') throw new ContextOptionError('formFiles.tmpDir must be a folder path')
   return {
     immutable: options.immutable ?? false,
     proxyHeader: options.proxyHeader?.toLowerCase(),
@@ -37,6 +47,7 @@ function resolveOptions (options: ContextOptions): ResolvedContextOptions {
     rawBody: options.rawBody ?? true,
     xml: options.xml ?? false,
     parserDecoder: options.parserDecoder,
+    formFiles: { memoryThreshold, tmpDir },
     reply: resolveReplyOptions(options)
   }
 }
@@ -45,6 +56,7 @@ async function context (app: FastifyInstance, options: ContextOptions): Promise<
   const resolved = resolveOptions(options)
   await registerRequestDecorators(app, resolved)
   await registerReplyDecorators(app, resolved)
+  registerUploadDecorators(app)
 }
 
 export default fp(context, { name: 'context', fastify: '5.x' })

@@ -3,10 +3,14 @@
  * (`format`). SPEC.md "Accepts rules":
  *  1. an extension (`html`, `.html`) or a full type may be offered;
  *  2. higher q wins; `q=0` excludes; `*∕*;q=0` refuses what is not otherwise listed;
- *  3. a more specific Accept entry beats a wildcard one;
+ *  3. a more specific Accept entry beats a wildcard one, and among entries of one type the one
+ *     with more media-type parameters (RFC 9110 12.5.1);
  *  4. parameters: extra offer parameters are ignored, every Accept parameter must be in the
  *     offer; order, name case and quotes do not matter (values compare case-insensitively);
  *  5. offers of equal rank (same q and specificity): the earlier offer wins.
+ * Also: parameters after `q` are accept-extensions (RFC 9110 12.5.1), not matched; a wildcard
+ * offer (`text/*`) matches the entries it covers; an extension mime-types does not know is
+ * accepted by `*∕*` only (rule 2: `*∕*` accepts anything).
  *
  * Why not `negotiator` alone: it breaks ties on the position of the Accept entry before the
  * position of the offer (rule 5 differs: `Accept: text/html, application/json` with offers
@@ -64,7 +68,8 @@ const QVALUE = /^(?:0(?:\.\d{0,3})?|1(?:\.0{0,3})?)$/
 
 /**
  * Parses `value *( ";" name=value )` segments. Parameter names are lower-cased and values
- * unquoted. Returns undefined for a malformed q (the entry is then ignored).
+ * unquoted; parameters after `q` are accept-extensions (RFC 9110 12.5.1) and are dropped.
+ * Returns undefined for a malformed q (the entry is then ignored).
  */
 function parseSegment (segment: string): HeaderEntry | undefined {
   const [head = '', ...rest] = splitOutsideQuotes(segment, ';')
@@ -80,6 +85,7 @@ function parseSegment (segment: string): HeaderEntry | undefined {
     if (name === 'q') {
       if (!QVALUE.test(paramValue)) return undefined
       q = Number(paramValue)
+      break
     } else if (name !== '') {
       params.set(name, paramValue)
     }
@@ -140,15 +146,21 @@ export interface MediaType {
   type: string
   subtype: string
   params: Map<string, string>
+  /** An extension mime-types does not know: only `*∕*` accepts it. */
+  unknown?: true
 }
 
 /**
  * The media type of an offer: a full type (`text/html; charset=utf-8`) or an extension
- * (`html`, `.html`, looked up with mime-types). Undefined when unknown or malformed.
+ * (`html`, `.html`, looked up with mime-types; unknown ones are marked `unknown`).
+ * Undefined when malformed.
  */
 export function mediaTypeOf (offer: string): MediaType | undefined {
   const full = offer.includes('/') ? offer : lookup(offer)
-  if (full === false) return undefined
+  if (full === false) {
+    const extension = offer.trim().replace(/^\./, '')
+    return /^[\w.+-]+$/.test(extension) ? { type: '', subtype: '', params: new Map(), unknown: true } : undefined
+  }
   const entry = parseSegment(full)
   if (entry === undefined) return undefined
   const slash = entry.value.indexOf('/')
@@ -158,23 +170,29 @@ export function mediaTypeOf (offer: string): MediaType | undefined {
   return { type, subtype, params: entry.params }
 }
 
+// Specificity: an exact type outranks an exact subtype, which outranks parameters (counted).
+const TYPE_SPECIFIC = 1 << 20
+const SUBTYPE_SPECIFIC = 1 << 19
+
+/**
+ * Specificity of an Accept entry for an offer, -1 when it does not cover it. A wildcard in the
+ * offer (`text/*`) covers the entries it names, ranked by the entry's own specificity.
+ */
 function matchMedia (entry: HeaderEntry, offer: MediaType): number {
   const slash = entry.value.indexOf('/')
   if (slash === -1) return -1
   const type = entry.value.slice(0, slash).trim().toLowerCase()
   const subtype = entry.value.slice(slash + 1).trim().toLowerCase()
+  if (offer.unknown === true) return type === '*' && subtype === '*' && entry.params.size === 0 ? 0 : -1
   let s = 0
-  if (type === offer.type) s |= 4
+  if (type === offer.type || (offer.type === '*' && type !== '*')) s += TYPE_SPECIFIC
   else if (type !== '*') return -1
-  if (subtype === offer.subtype) s |= 2
+  if (subtype === offer.subtype || (offer.subtype === '*' && subtype !== '*')) s += SUBTYPE_SPECIFIC
   else if (subtype !== '*') return -1
-  if (entry.params.size > 0) {
-    for (const [name, value] of entry.params) {
-      if (offer.params.get(name)?.toLowerCase() !== value.toLowerCase()) return -1
-    }
-    s |= 1
+  for (const [name, value] of entry.params) {
+    if (offer.params.get(name)?.toLowerCase() !== value.toLowerCase()) return -1
   }
-  return s
+  return s + entry.params.size
 }
 
 /** Negotiates `offers` (extensions or media types) against an Accept header. */

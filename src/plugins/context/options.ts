@@ -28,6 +28,12 @@ export interface ContextOptions extends ReplyOptions {
   xml?: boolean
   /** SPEC.md "Parser configuration" of the binders, app-wide (later: `app.setParserDecoder`). */
   parserDecoder?: ParserDecoderConfig
+  /**
+   * Files read by `multipartForm()` / `formFile()` from `request.parts()`: a file larger than
+   * `memoryThreshold` bytes (default 1 MiB) is streamed to a temp file under `tmpDir`
+   * (default: the OS temp folder), removed when the response ends.
+   */
+  formFiles?: { memoryThreshold?: number, tmpDir?: string }
 }
 
 export interface ResolvedContextOptions {
@@ -38,5 +44,6 @@ export interface ResolvedContextOptions {
   rawBody: boolean
   xml: boolean
   parserDecoder: ParserDecoderConfig | undefined
+  formFiles: { memoryThreshold: number, tmpDir: string }
   reply: ResolvedReplyOptions
 }

@@ -1,74 +1,146 @@
 /**
- * Handler chains (SPEC.md "Routing model" 1, Next): `chain(h1, h2, h3)` gives route options
- * whose `preHandler` array runs h1 and h2 and whose `handler` is h3, each called as
- * `(request, reply, next)`.
+ * Handler chains (SPEC.md "Routing model" 1, and Next: `Next () -> error`): `chain(h1, h2, h3)`
+ * gives route options whose `handler` runs h1, h2, h3 in order, each called as
+ * `(request, reply, next)`, as an onion: `next()` runs the rest of the chain and its promise
+ * resolves with the rest's error (or undefined), so a middleware can `await next()`, see
+ * a downstream error and handle it or pass it on.
  *
- * - `next()` passes on to the following handler (Fastify's preHandler `done()`).
- * - `next(error)`, a thrown error or a rejected promise ends the chain in the error handler.
- * - A step that returns without calling `next()`: an async step ends the chain and the
- *   reply is sent with what it returned (or what was written with `reply.write*`); a sync
- *   step may still call `next()` later (callback style). To end it by sending, `return reply`.
- * - `next()` in the last handler answers 404 (no later handler matches), `next(error)`
- *   goes to the error handler.
- *
- * Difference from the original: `next()` returns nothing and does not wait for the later
- * handlers (Fastify hooks are not an onion); work after the response belongs in an
- * `onResponse` hook.
+ * - `const error = await next()`: the step has read the result and decides: returning
+ *   normally handles the error (the chain goes on as if there was none), throwing it (or
+ *   returning it) passes it on.
+ * - `next()` whose result the step never reads (not awaited, no `.then`: callback style):
+ *   a downstream error passes on by itself, as it always did.
+ * - `next(error)`, a thrown error or a rejected promise: this step's error (passed back to
+ *   the step before, and at the top to the route's error handler).
+ * - A value (not an Error) a step returns after `next()` becomes the reply, replacing what
+ *   the rest returned.
+ * - An async step that returns without calling `next()` ends the chain: what it returned is
+ *   the reply (or the context body written with `reply.write*` / `reply.json` ..., or what
+ *   it sent itself). The reply goes out after the whole chain has returned, so a step can
+ *   still set headers after `await next()`.
+ * - A sync step that returns `undefined` without calling `next()` may call it later
+ *   (callback style); to end the chain it sends (`reply.send(...)`) or returns a value.
+ * - `next()` in the last handler: no later handler matches; it resolves with a
+ *   `NoNextHandlerError` (404), and when that error reaches the top the app's not-found
+ *   handler answers (as a request no route matches).
  */
-import type { FastifyInstance, FastifyReply, FastifyRequest, preHandlerHookHandler, RouteHandlerMethod } from 'fastify'
-import { ChainHandlerError } from './errors.js'
+import type { FastifyInstance, FastifyReply, FastifyRequest, RouteHandlerMethod } from 'fastify'
+import { ChainHandlerError, ChainNonErrorError, NoNextHandlerError } from './errors.js'
 
-export type Next = (error?: unknown) => void
+/** Runs the rest of the chain; resolves with its error, or undefined. A second call returns the first result. */
+export type Next = (error?: unknown) => PromiseLike<Error | undefined>
 export type ChainHandler = (this: FastifyInstance, request: FastifyRequest, reply: FastifyReply, next: Next) => unknown
 
 export interface ChainedRoute {
-  preHandler: preHandlerHookHandler[]
   handler: RouteHandlerMethod
 }
 
+/** What a step threw, rejected with or passed to next(), as an Error: a value that is not one becomes ChainNonErrorError with it as the cause. */
 function toError (error: unknown): Error {
-  return error instanceof Error ? error : new Error(String(error))
+  return error instanceof Error ? error : new ChainNonErrorError(String(error), { cause: error })
 }
 
 function isThenable (value: unknown): value is PromiseLike<unknown> {
   return value !== null && (typeof value === 'object' || typeof value === 'function') && typeof (value as PromiseLike<unknown>).then === 'function'
 }
 
-function step (handler: ChainHandler): preHandlerHookHandler {
-  return function chainStep (this: FastifyInstance, request, reply, done) {
-    let passed = false
-    const next: Next = (error) => {
-      if (passed) return
-      passed = true
-      done(error === undefined || error === null ? undefined : toError(error))
-    }
-    let result: unknown
-    try {
-      result = handler.call(this, request, reply, next)
-    } catch (error) {
-      if (!passed) next(error ?? new Error('chain handler threw'))
-      else reply.log.error({ err: error }, 'chain handler failed after next()')
-      return
-    }
-    if (!isThenable(result)) return
-    result.then((value) => {
-      if (passed || reply.sent || reply.raw.headersSent) return
-      // Returned without next(): the chain ends here and the reply goes out.
-      passed = true
-      reply.send(value)
-    }, (error: unknown) => {
-      if (!passed) next(error ?? new Error('chain handler rejected'))
-      else reply.log.error({ err: error }, 'chain handler failed after next()')
-    })
-  }
+interface ChainRun {
+  instance: FastifyInstance
+  request: FastifyRequest
+  reply: FastifyReply
+  handlers: readonly ChainHandler[]
+  /** What the step that ended the chain returned. */
+  endValue: unknown
 }
 
-function last (handler: ChainHandler): RouteHandlerMethod {
-  return function chainEnd (this: FastifyInstance, request, reply) {
-    return handler.call(this, request, reply, (error) => {
-      if (error === undefined || error === null) reply.callNotFound()
-      else reply.send(toError(error))
-    })
+/** Runs step `index` and, through its `next`, the rest; resolves with the step's error. */
+function runStep (run: ChainRun, index: number): Promise<Error | undefined> {
+  return new Promise((resolve) => {
+    const handler = run.handlers[index] as ChainHandler
+    let passed: Promise<Error | undefined> | undefined
+    let passedError: Error | undefined
+    let observed = false
+    let returned = false
+    let settled = false
+    const finish = (error: Error | undefined): void => {
+      if (settled) return
+      settled = true
+      resolve(error)
+    }
+
+    const next: Next = (error) => {
+      if (passed === undefined) {
+        if (error !== undefined && error !== null) {
+          passedError = toError(error)
+          passed = Promise.resolve(passedError)
+        } else {
+          passed = index + 1 < run.handlers.length ? runStep(run, index + 1) : Promise.resolve(new NoNextHandlerError())
+        }
+        // A sync step that already returned (callback style): its outcome is the rest's.
+        if (returned) passed.then((downstream) => finish(passedError ?? (observed ? undefined : downstream)))
+      }
+      const result = passed
+      // A thenable, not the promise itself: `await` on a native promise does not call its
+      // `then`, and the call is how this step says it reads the result.
+      return {
+        then (onFulfilled, onRejected) {
+          observed = true
+          return result.then(onFulfilled, onRejected)
+        }
+      }
+    }
+
+    /** The step returned (or resolved with) `value`. */
+    const completed = (value: unknown): void => {
+      if (passed === undefined) {
+        // Ended the chain here.
+        run.endValue = value
+        finish(undefined)
+        return
+      }
+      passed.then((downstream) => {
+        // A value returned after next() is the reply (the later word wins, as a Send after the rest).
+        if (value !== undefined && !(value instanceof Error)) run.endValue = value
+        if (passedError !== undefined) finish(passedError)
+        else if (value instanceof Error) finish(value)
+        else finish(observed ? undefined : downstream)
+      })
+    }
+
+    let result: unknown
+    try {
+      result = handler.call(run.instance, run.request, run.reply, next)
+    } catch (error) {
+      finish(toError(error))
+      return
+    }
+    if (isThenable(result)) {
+      result.then(completed, (error: unknown) => finish(toError(error)))
+      return
+    }
+    returned = true
+    if (passed !== undefined || result !== undefined) completed(result)
+    // else: a sync step that may call next() later (callback style).
+  })
+}
+
+function chainHandler (handlers: readonly ChainHandler[]): RouteHandlerMethod {
+  return async function chainHandler (this: FastifyInstance, request: FastifyRequest, reply: FastifyReply) {
+    const run: ChainRun = { instance: this, request, reply, handlers, endValue: undefined }
+    const error = await runStep(run, 0)
+    if (error !== undefined) {
+      if (reply.sent || reply.raw.headersSent) {
+        reply.log.error({ err: error }, 'chain handler failed after the reply was sent')
+        return
+      }
+      if (error instanceof NoNextHandlerError) {
+        reply.callNotFound()
+        return reply
+      }
+      throw error
+    }
+    if (reply.sent || reply.raw.headersSent) return
+    return run.endValue
   }
 }
 
@@ -78,8 +150,5 @@ export function chain (...handlers: ChainHandler[]): ChainedRoute {
   for (const handler of handlers) {
     if (typeof handler !== 'function') throw new ChainHandlerError('every handler must be a function')
   }
-  return {
-    preHandler: handlers.slice(0, -1).map(step),
-    handler: last(handlers[handlers.length - 1] as ChainHandler)
-  }
+  return { handler: chainHandler([...handlers]) }
 }

@@ -40,3 +40,19 @@ export const RestartLimitError = createError<[number]>(
 
 /** `chain()` without handlers, or with something that is not a function. */
 export const ChainHandlerError = createError<[string]>('FST_ROUTING_INVALID_CHAIN', 'chain(): %s', 500, TypeError)
+
+/** A chain step threw, rejected with or passed to next() a value that is not an Error (the value is the `cause`). */
+export const ChainNonErrorError = createError<[string, { cause: unknown }]>('FST_ROUTING_NON_ERROR', 'A chain handler failed with a value that is not an Error: %s', 500)
+
+/** The path exists, but not for the request's method (405; the reply carries `Allow`). */
+export const RouteMethodNotAllowedError = createError<[string, string, string]>(
+  'FST_ROUTING_METHOD_NOT_ALLOWED',
+  'Method %s is not allowed for %s; allowed: %s',
+  405
+)
+
+/**
+ * What `next()` resolves with in the last handler of a chain: no later handler matches. When
+ * it reaches the top of the chain, the app's not-found handler answers.
+ */
+export const NoNextHandlerError = createError('FST_ROUTING_NO_NEXT_HANDLER', 'No later handler matches this request', 404)

@@ -1,23 +1,27 @@
 /**
  * routing: the routing model of SPEC.md on Fastify's router. docs/routing.md.
  *
- * Register it before the routes it should see (it works through an onRoute hook):
+ * Register it before the routes it should see (it works through an onRoute hook), and
+ * before plugins whose hooks read params (it sets them in an app-wide onRequest hook):
  * - path patterns: `:name` must not be empty, `:name?` reads '' when absent, `*` also reads
- *   as `*1`, and patterns find-my-way cannot route (`+`, inner or several `*`, inner
- *   `:name?`) are compiled;
+ *   as `*1`, and patterns find-my-way cannot route as SPEC.md reads them (`+`, inner or
+ *   several `*`, inner `:name?`, several parameters in one segment, a literal colon next to
+ *   a parameter) are compiled; patterns that could never match are refused;
+ * - 405 with `Allow` when the path exists only for other methods (`methodNotAllowed`);
  * - named routes: `config: { name: 'user' }` on a route, `app.getRouteURL(name, params)`;
  * - static files: `app.static(prefix, root, options?)`;
  * - handler chains: `chain(h1, h2, h3)` (exported), `next()` passes on;
  * - `reply.restartRouting()`, with a loop guard (`maxRestarts`).
  */
-import type { FastifyInstance, onRequestHookHandler, RouteOptions } from 'fastify'
+import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
 import fp from 'fastify-plugin'
 import { RoutingOptionError } from './errors.js'
 import { NamedRoutes } from './named-routes.js'
 import {
-  compilePattern, matchCompiled, normalizeNativeParams, parsePattern, pathOf,
-  type CompiledPattern, type Pattern, type URLParamValue
+  compilePattern, matchCompiled, normalizeNativeParams, normalizePath, parsePattern, pathOf,
+  type CompiledPattern, type PathOptions, type Pattern, type URLParamValue
 } from './pattern.js'
+import { registerMethodNotAllowed } from './method-not-allowed.js'
 import { registerRestart } from './restart.js'
 import { registerStatic } from './static-files.js'
 
@@ -29,6 +33,11 @@ export type { StaticOptions } from './static-files.js'
 export interface RoutingOptions {
   /** Restarts of one request before `restartRouting` throws RestartLimitError. @default 10 */
   maxRestarts?: number
+  /**
+   * A path that exists only for other methods answers 405 with `Allow` (RouteMethodNotAllowedError,
+   * through the app's error handler) and OPTIONS on it 204 with `Allow`; false keeps 404. @default true
+   */
+  methodNotAllowed?: boolean
 }
 
 declare module 'fastify' {
@@ -48,15 +57,26 @@ declare module 'fastify' {
 /** The find-my-way constraint that lets a compiled pattern's wildcard route match. */
 export const PATTERN_CONSTRAINT = 'routingPattern'
 
-const compiledBySource = new Map<string, CompiledPattern>()
+const compiledByKey = new Map<string, CompiledPattern>()
 
-function compiledOf (source: string): CompiledPattern {
-  let compiled = compiledBySource.get(source)
+function compiledOf (source: string, options: PathOptions): CompiledPattern {
+  const key = options.caseSensitive === false ? `i ${source}` : `  ${source}`
+  let compiled = compiledByKey.get(key)
   if (compiled === undefined) {
-    compiled = compilePattern(parsePattern(source))
-    compiledBySource.set(source, compiled)
+    compiled = compilePattern(parsePattern(source), options)
+    compiledByKey.set(key, compiled)
   }
   return compiled
+}
+
+/** The options of Fastify's router that change how a path matches, from the app's initial config. */
+function pathOptionsOf (app: FastifyInstance): PathOptions {
+  const config = app.initialConfig as Record<string, unknown> & { routerOptions?: Record<string, unknown> }
+  const read = (key: keyof PathOptions): boolean | undefined => {
+    const value = config.routerOptions?.[key] ?? config[key]
+    return typeof value === 'boolean' ? value : undefined
+  }
+  return { caseSensitive: read('caseSensitive'), ignoreTrailingSlash: read('ignoreTrailingSlash'), ignoreDuplicateSlashes: read('ignoreDuplicateSlashes') }
 }
 
 /**
@@ -64,68 +84,86 @@ function compiledOf (source: string): CompiledPattern {
  * (here the pattern source) and asks for the one of the request's value (here its path).
  * A path gets the union of the values of every pattern it matches.
  */
-function patternStorage (): { get: (value: string) => unknown, set: (value: string, store: unknown) => void } {
-  const stores = new Map<string, unknown>()
-  return {
-    get (value) {
-      if (stores.has(value)) return stores.get(value)
-      let found: unknown = null
-      for (const [source, store] of stores) {
-        if (!compiledOf(source).regex.test(value)) continue
-        found = typeof found === 'number' && typeof store === 'number' ? found | store : found ?? store
+function patternStorage (options: PathOptions): () => { get: (value: string) => unknown, set: (value: string, store: unknown) => void } {
+  return function storage () {
+    const stores = new Map<string, unknown>()
+    return {
+      get (value) {
+        if (stores.has(value)) return stores.get(value)
+        let found: unknown = null
+        for (const [source, store] of stores) {
+          if (!compiledOf(source, options).regex.test(value)) continue
+          found = typeof found === 'number' && typeof store === 'number' ? found | store : found ?? store
+        }
+        return found
+      },
+      set (value, store) {
+        compiledOf(value, options)
+        stores.set(value, store)
       }
-      return found
-    },
-    set (value, store) {
-      compiledOf(value)
-      stores.set(value, store)
     }
   }
 }
 
-function prependOnRequest (route: RouteOptions, hook: onRequestHookHandler): void {
-  const existing = route.onRequest
-  route.onRequest = [hook, ...(existing === undefined ? [] : Array.isArray(existing) ? existing : [existing])]
+/** Where a route's pattern travels in its config, from onRoute to the request hook. */
+const kPattern = Symbol('routing.pattern')
+
+interface PatternConfig { [kPattern]?: Pattern | CompiledPattern }
+
+function withPattern<Config> (config: Config, pattern: Pattern | CompiledPattern): Config {
+  const carried: PatternConfig = { ...config, [kPattern]: pattern }
+  return carried as Config
 }
 
-function nativeParamsHook (pattern: Pattern): onRequestHookHandler {
-  return function readParamsAsSpec (request, reply, done) {
-    if (normalizeNativeParams(pattern, request.params as Record<string, string | undefined>)) done()
-    else reply.callNotFound()
-  }
-}
-
-function compiledParamsHook (pattern: CompiledPattern): onRequestHookHandler {
-  return function readCompiledParams (request, _reply, done) {
-    try {
-      request.params = matchCompiled(pattern, pathOf(request.raw.url ?? '/')) ?? {}
-    } catch (error) {
-      done(error as Error)
+/**
+ * SPEC.md params of the matched route. One app-wide onRequest hook, added when the plugin
+ * is registered, rather than a hook on each route: Fastify runs app-wide hooks before a
+ * route's own, and a hook registered after this plugin (key-auth with a `param:` source,
+ * for one) must see the params of compiled patterns, not find-my-way's `*`.
+ */
+function paramsHook (options: PathOptions) {
+  return function readParamsAsSpec (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
+    const pattern = (request.routeOptions.config as PatternConfig)[kPattern]
+    if (pattern === undefined) {
+      done()
       return
     }
-    done()
+    if ('regex' in pattern) {
+      try {
+        request.params = matchCompiled(pattern, normalizePath(pathOf(request.raw.url ?? '/'), options)) ?? {}
+      } catch (error) {
+        done(error as Error)
+        return
+      }
+      done()
+      return
+    }
+    if (normalizeNativeParams(pattern, request.params as Record<string, string | undefined>)) done()
+    else reply.callNotFound()
   }
 }
 
 function resolveOptions (options: RoutingOptions): Required<RoutingOptions> {
   const maxRestarts = options.maxRestarts ?? 10
   if (!Number.isInteger(maxRestarts) || maxRestarts < 0) throw new RoutingOptionError('maxRestarts must be a whole number >= 0')
-  return { maxRestarts }
+  const methodNotAllowed = options.methodNotAllowed ?? true
+  if (typeof methodNotAllowed !== 'boolean') throw new RoutingOptionError('methodNotAllowed must be a boolean')
+  return { maxRestarts, methodNotAllowed }
 }
 
 async function routing (app: FastifyInstance, options: RoutingOptions): Promise<void> {
-  const { maxRestarts } = resolveOptions(options)
+  const { maxRestarts, methodNotAllowed } = resolveOptions(options)
   const named = new NamedRoutes()
 
-  if (!app.hasConstraintStrategy(PATTERN_CONSTRAINT)) {
-    app.addConstraintStrategy({
-      name: PATTERN_CONSTRAINT,
-      // find-my-way types the stored value as its handler; it is opaque to this storage.
-      storage: patternStorage as unknown as Parameters<FastifyInstance['addConstraintStrategy']>[0]['storage'],
-      deriveConstraint: (req: { url?: string }) => pathOf(req.url ?? '/'),
-      mustMatchWhenDerived: false
-    })
+  const pathOptions = pathOptionsOf(app)
+  const patternStrategy = {
+    name: PATTERN_CONSTRAINT,
+    // find-my-way types the stored value as its handler; it is opaque to this storage.
+    storage: patternStorage(pathOptions) as unknown as Parameters<FastifyInstance['addConstraintStrategy']>[0]['storage'],
+    deriveConstraint: (req: { url?: string }) => normalizePath(pathOf(req.url ?? '/'), pathOptions),
+    mustMatchWhenDerived: false
   }
+  if (!app.hasConstraintStrategy(PATTERN_CONSTRAINT)) app.addConstraintStrategy(patternStrategy)
 
   app.addHook('onRoute', function applyRoutingModel (route) {
     const pattern = parsePattern(route.url)
@@ -135,15 +173,22 @@ async function routing (app: FastifyInstance, options: RoutingOptions): Promise<
       named.add(name, pattern)
     }
     if (pattern.native) {
-      if (pattern.tokens.some((token) => token.kind !== 'literal')) prependOnRequest(route, nativeParamsHook(pattern))
+      if (pattern.tokens.some((token) => token.kind !== 'literal')) route.config = withPattern(route.config, pattern)
       return
     }
-    const compiled = compiledOf(pattern.source)
+    const compiled = compiledOf(pattern.source, pathOptions)
     route.url = compiled.routerUrl
     route.path = compiled.routerUrl
     route.constraints = { ...route.constraints, [PATTERN_CONSTRAINT]: pattern.source }
-    prependOnRequest(route, compiledParamsHook(compiled))
+    route.config = withPattern(route.config, compiled)
   })
+  app.addHook('onRequest', paramsHook(pathOptions))
+  if (methodNotAllowed) {
+    registerMethodNotAllowed(app, patternStrategy, (route) => {
+      const pattern = (route.config as PatternConfig | undefined)?.[kPattern]
+      return pattern === undefined || 'regex' in pattern ? undefined : pattern
+    })
+  }
 
   app.decorate('getRouteURL', function getRouteURL (name: string, params?: Readonly<Record<string, URLParamValue | undefined>>) {
     return named.url(name, params)

@@ -5,7 +5,8 @@
  *
  * find-my-way (Fastify's router) routes literal, `:name`, `:name(regex)`, a last `:name?`
  * and a last `*` itself: such patterns stay "native". Everything else (`+`, a `*` that is
- * not last, several `*`, an optional parameter before the end) is "compiled": registered as
+ * not last, several `*`, an optional parameter before the end, several parameters in one
+ * segment, a literal colon next to a parameter or written `\:`) is "compiled": registered as
  * the wildcard route of its literal head (`/api/+/x` -> `/api/*`) with a constraint that
  * lets the route match only when the whole path matches the pattern's regular expression.
  */
@@ -62,16 +63,20 @@ function tokenize (source: string): Token[] {
   let i = 0
   while (i < source.length) {
     const c = source[i] as string
+    // `::` (find-my-way's escape) and `\:` (the reference's) are a literal colon.
+    if ((c === ':' && source[i + 1] === ':') || (c === '\\' && source[i + 1] === ':')) {
+      literal += ':'
+      i += 2
+      continue
+    }
     if (c === ':') {
-      if (source[i + 1] === ':') { // `::` is a literal colon, as in find-my-way
-        literal += ':'
-        i += 2
-        continue
-      }
       let j = i + 1
       while (j < source.length && NAME_CHAR.test(source[j] as string)) j++
       const name = source.slice(i + 1, j)
-      if (name === '') throw new RoutePatternError(source, '":" must start a parameter name (write "::" for a literal colon)')
+      if (name === '') throw new RoutePatternError(source, '":" must start a parameter name (write "::" or "\\:" for a literal colon)')
+      if (source[j] === '<') {
+        throw new RoutePatternError(source, `parameter constraints (":${name}<...>") are not supported; use a regular expression (":${name}(^\\d+)") or a params schema`)
+      }
       let regex: string | undefined
       if (source[j] === '(') {
         const close = closingParen(source, j)
@@ -98,7 +103,12 @@ function tokenize (source: string): Token[] {
   return tokens
 }
 
-/** Reads a route pattern; throws RoutePatternError for one that cannot work. */
+/**
+ * Reads a route pattern; throws RoutePatternError for one that cannot work: a `:` without a
+ * name, a repeated name, a parameter followed directly by another parameter, `*` or `+`
+ * (no separator says where it ends), constraint syntax (`:id<int>`), a regular-expression
+ * parameter in a pattern that must be compiled.
+ */
 export function parsePattern (source: string): Pattern {
   const tokens = tokenize(source)
   const names = new Set<string>()
@@ -106,11 +116,25 @@ export function parsePattern (source: string): Pattern {
   const requiredNames: string[] = []
   let wildcards = 0
   let native = true
+  let paramsInSegment = 0
+  let regexInSegment = false
   tokens.forEach((token, index) => {
     const last = index === tokens.length - 1
+    const next = tokens[index + 1]
+    const previous = tokens[index - 1]
     if (token.kind === 'param') {
       if (names.has(token.name)) throw new RoutePatternError(source, `parameter "${token.name}" appears twice`)
       names.add(token.name)
+      if (token.regex === undefined && (next?.kind === 'param' || next?.kind === 'wildcard')) {
+        throw new RoutePatternError(source, `parameter "${token.name}" is followed by another parameter without a separator, so where it ends is undefined`)
+      }
+      paramsInSegment++
+      if (token.regex !== undefined) regexInSegment = true
+      // Several parameters in one segment: split at the first separator, as the reference
+      // does (find-my-way splits at the last one), unless regular expressions delimit them.
+      if (paramsInSegment > 1 && !regexInSegment) native = false
+      // find-my-way reads `:name::verb` as one parameter named "name::verb".
+      if ((next?.kind === 'literal' && next.text.startsWith(':')) || (previous?.kind === 'literal' && previous.text.endsWith(':'))) native = false
       if (token.optional) {
         optionalNames.push(token.name)
         if (!last) native = false
@@ -120,10 +144,15 @@ export function parsePattern (source: string): Pattern {
     } else if (token.kind === 'wildcard') {
       wildcards++
       if (token.plus || !last) native = false
+    } else if (token.text.includes('/')) {
+      paramsInSegment = 0
+      regexInSegment = false
     }
   })
+  // A `\\:` must reach find-my-way as `::`: compile rather than rewrite the URL.
+  if (source.includes('\\:')) native = false
   if (!native && tokens.some((t) => t.kind === 'param' && t.regex !== undefined)) {
-    throw new RoutePatternError(source, 'a parameter with a regular expression cannot be combined with "+", an inner "*" or an inner optional parameter')
+    throw new RoutePatternError(source, 'a parameter with a regular expression cannot be combined with "+", an inner "*", an inner optional parameter, several parameters in one segment or an escaped colon next to a parameter')
   }
   return { source, tokens, native, optionalNames, requiredNames, wildcards }
 }
@@ -132,8 +161,26 @@ function escapeRegex (text: string): string {
   return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
 }
 
-/** The regular expression and router URL of a pattern that find-my-way cannot route. */
-export function compilePattern (pattern: Pattern): CompiledPattern {
+/** The router options that change how a path matches (Fastify's `routerOptions`). */
+export interface PathOptions {
+  caseSensitive?: boolean
+  ignoreTrailingSlash?: boolean
+  ignoreDuplicateSlashes?: boolean
+}
+
+/** The path as find-my-way matches it: duplicate slashes, then one trailing slash, removed when the options say so. */
+export function normalizePath (path: string, options: PathOptions): string {
+  let normalized = path
+  if (options.ignoreDuplicateSlashes === true) normalized = normalized.replace(/\/{2,}/g, '/')
+  if (options.ignoreTrailingSlash === true && normalized.length > 1 && normalized.endsWith('/')) normalized = normalized.slice(0, -1)
+  return normalized
+}
+
+/**
+ * The regular expression and router URL of a pattern that find-my-way cannot route;
+ * case-insensitive with `caseSensitive: false` (values keep the request's case).
+ */
+export function compilePattern (pattern: Pattern, options: PathOptions = {}): CompiledPattern {
   const { tokens } = pattern
   let regex = '^'
   const keys: string[] = []
@@ -147,18 +194,24 @@ export function compilePattern (pattern: Pattern): CompiledPattern {
     } else if (token.kind === 'param') {
       keys.push(token.name)
       if (!token.optional) regex += '([^/]+?)'
-      else if (previous?.kind === 'literal' && previous.text.endsWith('/')) regex += '(?:/([^/]+?))?'
+      // The slash before an optional parameter is optional, and the parameter may be empty
+      // after it: `/a/:b?/:c?` matches `/a`, `/a/` and `/a//`.
+      else if (previous?.kind === 'literal' && previous.text.endsWith('/')) regex += '(?:/([^/]*?))?'
       else regex += '([^/]*?)'
     } else {
       keys.push(`*${token.position}`)
-      regex += token.plus ? '(.+)' : '(.*)'
+      // Greedy, except before `/:name?`: then the last segment is left to the parameter.
+      const after = next?.kind === 'literal' && next.text === '/' ? tokens[index + 2] : undefined
+      const lazy = after?.kind === 'param' && after.optional
+      regex += (token.plus ? '(.+' : '(.*') + (lazy ? '?)' : ')')
     }
   })
   regex += '$'
 
   const head = tokens[0]?.kind === 'literal' ? tokens[0].text : ''
-  const routerUrl = head.slice(0, head.lastIndexOf('/') + 1) + '*'
-  return { ...pattern, routerUrl, regex: new RegExp(regex), keys }
+  // find-my-way reads `:` as a parameter: a literal colon in the head is written `::`.
+  const routerUrl = head.slice(0, head.lastIndexOf('/') + 1).replaceAll(':', '::') + '*'
+  return { ...pattern, routerUrl, regex: new RegExp(regex, options.caseSensitive === false ? 'i' : ''), keys }
 }
 
 function decode (value: string, key: string): string {

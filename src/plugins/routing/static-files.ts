@@ -5,7 +5,8 @@
  *
  * Defaults differ from @fastify/static's on two points: dotfiles are ignored (404) rather
  * than served, and `decorateReply` is always false, so any number of folders can be served
- * and the context plugin keeps `reply.sendFile(path, compress?)`. Traversal (`..`, encoded
+ * (an app that wants @fastify/static's `reply.sendFile` registers @fastify/static itself; the
+ * context plugin's `reply.serveFile(path, compress?)` does not clash with it). Traversal (`..`, encoded
  * or not) is refused by @fastify/static and @fastify/send; a directory URL serves its
  * index.html (`/dir` and `/dir/` alike); answers carry a weak ETag and Last-Modified and
  * honour If-None-Match / If-Modified-Since (304) and Range (206). docs/routing.md.

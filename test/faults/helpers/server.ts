@@ -35,7 +35,9 @@ export const SERVER_ENV: Record<string, string> = {
   HOST: '127.0.0.1',
   PORT: '0',
   BCRYPT_COST: '4',
-  RATE_LIMIT_AUTH_MAX: '100000'
+  RATE_LIMIT_AUTH_MAX: '100000',
+  // No load shedding (as in test/helpers/build.ts): these tests measure other faults.
+  MAX_EVENT_LOOP_DELAY_MS: '0'
 }
 
 export async function spawnServer (t: Teardown, env: Record<string, string>, startTimeoutMs = 60_000): Promise<ServerProcess> {

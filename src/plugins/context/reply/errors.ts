@@ -18,20 +18,20 @@ export const ReplyAlreadySentError = createError('FST_CONTEXT_REPLY_SENT', 'Cann
 /** `jsonp(data, callback)` with a callback that is not a JavaScript identifier or dotted path. */
 export const JsonpCallbackError = createError('FST_CONTEXT_INVALID_JSONP_CALLBACK', 'Invalid JSONP callback name', 400)
 
-/** `sendFile`/`download` without the `files.root` option. */
+/** `serveFile`/`downloadFile` without the `files.root` option. */
 export const FileRootMissingError = createError(
   'FST_CONTEXT_FILE_ROOT_MISSING',
   'reply.%s needs the context plugin option files.root (the folder files are served from)',
   500
 )
 
-/** `sendFile`/`download`: the path leaves the files root (or names a dotfile with dotfiles "deny"). */
+/** `serveFile`/`downloadFile`: the path leaves the files root (or names a dotfile with dotfiles "deny"). */
 export const FileForbiddenError = createError('FST_CONTEXT_FILE_FORBIDDEN', 'Forbidden path', 403)
 
-/** `sendFile`/`download`: no such file (or a directory, or an ignored dotfile). */
+/** `serveFile`/`downloadFile`: no such file (or a directory, or an ignored dotfile). */
 export const FileNotFoundError = createError('FST_CONTEXT_FILE_NOT_FOUND', 'File not found', 404)
 
-/** `sendFile`/`download`: another failure reported by @fastify/send (412, 416, 400, 500). */
+/** `serveFile`/`downloadFile`: another failure reported by @fastify/send (412, 416, 400, 500). */
 export const FileSendError = createError<[string]>('FST_CONTEXT_FILE_SEND', '%s', 500)
 
 /** `render` without @fastify/view (no `views` option and no @fastify/view registered). */
@@ -53,3 +53,10 @@ export const UnsafeUploadPathError = createError('FST_CONTEXT_UNSAFE_UPLOAD_PATH
 
 /** `saveFile`/`saveFileToStorage`: the upload was cut at the multipart file size limit. */
 export const UploadTooLargeError = createError('FST_CONTEXT_UPLOAD_TOO_LARGE', 'Uploaded file is larger than the limit', 413)
+
+/**
+ * `xml(data)`: a key of `data` is not an XML 1.0 Name (or declares a namespace, or names a
+ * processing instruction), so writing it would break or inject markup. 400: such keys
+ * usually come from client input echoed back.
+ */
+export const XmlNameError = createError<[string]>('FST_CONTEXT_INVALID_XML_NAME', 'Cannot write XML: %s', 400)

@@ -1,12 +1,14 @@
 /**
- * Files: SPEC.md SendFile and Download, through @fastify/send (the sender @fastify/static is
+ * Files: SPEC.md SendFile and Download as `reply.serveFile(file, compress?)` and
+ * `reply.downloadFile(file, filename?)`, through @fastify/send (the sender @fastify/static is
  * built on): Content-Type from the extension, ETag / Last-Modified, conditional GET (304,
  * 412) and Range (206, 416) as @fastify/static does them.
  *
- * Why not @fastify/static's own `reply.sendFile`: its second argument is a root folder,
- * SPEC.md's is `compress`; one decorator cannot mean both. Register @fastify/static with
- * `decorateReply: false` next to this plugin (the routing plugin's `app.static` does).
+ * Not `sendFile` / `download`: those are @fastify/static's decorators, whose second argument
+ * is a root folder (SPEC.md's is `compress`). Other names let both plugins live in one app,
+ * each decorator meaning what its plugin documents.
  */
+import { realpath } from 'node:fs/promises'
 import path from 'node:path'
 import { pipeline, type Readable } from 'node:stream'
 import zlib from 'node:zlib'
@@ -24,9 +26,6 @@ import {
 import { attachmentHeader } from './headers.js'
 import type { ResolvedFilesOptions } from './options.js'
 
-// Declared as methods, not properties: @fastify/static's types declare `sendFile` and
-// `download` methods on FastifyReply too, and method declarations merge as overloads. Its
-// (rootPath / options) overloads typecheck but are refused at run time.
 declare module 'fastify' {
   interface FastifyReply {
     /**
@@ -36,12 +35,12 @@ declare module 'fastify' {
      * client accepts one (no Range then). Outside the root: 403; missing: 404.
      * Names are taken literally: no URL-escaping needed.
      */
-    sendFile (file: string, compress?: boolean): FastifyReply
+    serveFile: (file: string, compress?: boolean) => FastifyReply
     /**
      * SPEC.md Download: sends `file` as an attachment named `filename` (default: the file's
      * base name), Content-Type from that name's extension when known.
      */
-    download (file: string, filename?: string): FastifyReply
+    downloadFile: (file: string, filename?: string) => FastifyReply
   }
 }
 
@@ -57,26 +56,61 @@ function encoder (coding: string): zlib.Gzip | zlib.BrotliCompress | zlib.Deflat
 }
 
 /**
- * `file` as the URL-encoded path @fastify/send expects, relative to `root`: an absolute
- * path inside the root is made relative to it, any other path is read from the root (as
- * Express and @fastify/static do with a root: `/etc/passwd` is `root/etc/passwd`).
+ * The segments of `file` relative to `root`: an absolute path inside the root is made
+ * relative to it, any other path is read from the root (as Express and @fastify/static do
+ * with a root: `/etc/passwd` is `root/etc/passwd`). `/` and `\\` both separate.
  */
-function sendPath (file: string, root: string): string {
+function segmentsOf (file: string, root: string): string[] {
   let relative = file
   if (path.isAbsolute(file) && (file === root || file.startsWith(root + path.sep))) relative = path.relative(root, file)
-  // Encode each segment so names with %, # or ? are read literally; `..` stays `..` and
-  // @fastify/send refuses (403) a path that climbs above the root.
-  return '/' + relative.split(/[\\/]/).filter((s) => s !== '').map(encodeURIComponent).join('/')
+  return relative.split(/[\\/]/).filter((s) => s !== '' && s !== '.')
+}
+
+function isInside (target: string, root: string): boolean {
+  return target === root || target.startsWith(root.endsWith(path.sep) ? root : root + path.sep)
+}
+
+function hasDotfile (segments: readonly string[]): boolean {
+  return segments.some((s) => s.length > 1 && s.startsWith('.'))
+}
+
+function dotfileError (files: ResolvedFilesOptions): Error {
+  return files.dotfiles === 'deny' ? new FileForbiddenError() : new FileNotFoundError()
+}
+
+/**
+ * The URL-encoded path (relative to `files.realRoot`) that @fastify/send reads for `file`.
+ * Contained twice: the path as given must not climb out of the root (403), and its real
+ * path, every symbolic link resolved, must lie inside the root's real path (403), so a link
+ * inside the root to a file outside it is refused. Dotfiles are judged on both paths (a
+ * link `.secret` to a public file, or `public.txt` to `.env`). Missing: 404.
+ */
+async function containedPath (file: string, files: ResolvedFilesOptions): Promise<string> {
+  const segments = segmentsOf(file, files.root)
+  const lexical = path.resolve(files.root, ...segments)
+  if (!isInside(lexical, files.root)) throw new FileForbiddenError()
+  if (files.dotfiles !== 'allow' && hasDotfile(path.relative(files.root, lexical).split(path.sep))) throw dotfileError(files)
+  let real: string
+  try {
+    real = await realpath(lexical)
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code
+    if (code === 'ENOENT' || code === 'ENOTDIR' || code === 'ELOOP' || code === 'ENAMETOOLONG') throw new FileNotFoundError()
+    throw error
+  }
+  if (!isInside(real, files.realRoot)) throw new FileForbiddenError()
+  // Encode each segment so names with %, # or ? are read literally.
+  return '/' + path.relative(files.realRoot, real).split(path.sep).filter((s) => s !== '').map(encodeURIComponent).join('/')
 }
 
 interface SendFileOptions {
   compress: boolean
-  /** Content-Type to use instead of the file's (download: the attachment name's). */
+  /** Content-Type to use instead of the file's (downloadFile: the attachment name's). */
   contentType?: string
 }
 
 async function pump (reply: FastifyReply, files: ResolvedFilesOptions, file: string, options: SendFileOptions): Promise<void> {
-  const encoded = sendPath(file, files.root)
+  const encoded = await containedPath(file, files)
 
   const request = reply.request
   const acceptEncoding = request.headers['accept-encoding']
@@ -88,7 +122,7 @@ async function pump (reply: FastifyReply, files: ResolvedFilesOptions, file: str
   }
 
   const result = await send(request.raw, encoded, {
-    root: files.root,
+    root: files.realRoot,
     dotfiles: files.dotfiles,
     maxAge: files.maxAge,
     immutable: files.immutable,
@@ -127,19 +161,19 @@ async function pump (reply: FastifyReply, files: ResolvedFilesOptions, file: str
 }
 
 export function registerFileDecorators (app: FastifyInstance, files: ResolvedFilesOptions | undefined): void {
-  function sendFile (this: FastifyReply, file: string, compress: unknown = false): FastifyReply {
-    if (files === undefined) throw new FileRootMissingError('sendFile')
-    if (typeof file !== 'string' || file === '' || file.includes('\0')) throw new ContextArgumentError('reply.sendFile takes a file path')
-    if (typeof compress !== 'boolean') throw new ContextArgumentError('reply.sendFile(file, compress?): compress is a boolean (the root is the files.root option)')
+  function serveFile (this: FastifyReply, file: string, compress: unknown = false): FastifyReply {
+    if (files === undefined) throw new FileRootMissingError('serveFile')
+    if (typeof file !== 'string' || file === '' || file.includes('\0')) throw new ContextArgumentError('reply.serveFile takes a file path')
+    if (typeof compress !== 'boolean') throw new ContextArgumentError('reply.serveFile(file, compress?): compress is a boolean (the root is the files.root option)')
     pump(this, files, file, { compress }).catch((error: unknown) => this.send(error))
     return this
   }
 
-  function download (this: FastifyReply, file: string, filename?: unknown): FastifyReply {
-    if (files === undefined) throw new FileRootMissingError('download')
-    if (typeof file !== 'string' || file === '' || file.includes('\0')) throw new ContextArgumentError('reply.download takes a file path')
+  function downloadFile (this: FastifyReply, file: string, filename?: unknown): FastifyReply {
+    if (files === undefined) throw new FileRootMissingError('downloadFile')
+    if (typeof file !== 'string' || file === '' || file.includes('\0')) throw new ContextArgumentError('reply.downloadFile takes a file path')
     const name = filename === undefined || filename === '' ? path.basename(file) : filename
-    if (typeof name !== 'string') throw new ContextArgumentError('reply.download: filename must be a string')
+    if (typeof name !== 'string') throw new ContextArgumentError('reply.downloadFile: filename must be a string')
     this.header('content-disposition', attachmentHeader(name))
     const type = contentType(path.extname(name))
     pump(this, files, file, { compress: false, contentType: type === false ? undefined : type })
@@ -147,6 +181,6 @@ export function registerFileDecorators (app: FastifyInstance, files: ResolvedFil
     return this
   }
 
-  app.decorateReply('sendFile', sendFile)
-  app.decorateReply('download', download)
+  app.decorateReply('serveFile', serveFile)
+  app.decorateReply('downloadFile', downloadFile)
 }

@@ -16,7 +16,6 @@ import { registerHeaderDecorators } from './headers.js'
 import type { ResolvedReplyOptions } from './options.js'
 import { registerRedirectDecorators } from './redirects.js'
 import { registerSerializerDecorators } from './serializers.js'
-import { registerUploadDecorators } from './uploads.js'
 import { registerViewDecorators } from './views.js'
 
 export * from './errors.js'
@@ -24,8 +23,6 @@ export { resolveReplyOptions } from './options.js'
 export type { FilesOptions, ReplyOptions, ResolvedReplyOptions, ViewsOptions } from './options.js'
 export type { ClearCookieOptions, CookieRecord } from './cookies.js'
 export type { RedirectBackOptions, RedirectToRouteParams, RouteParamValue } from './redirects.js'
-export { FileSystemStorage, MemoryStorage, type Storage } from './storage.js'
-export type { UploadedFile, UploadedFilePart } from './uploads.js'
 export type { ViewData } from './views.js'
 
 export async function registerReplyDecorators (app: FastifyInstance, options: { reply: ResolvedReplyOptions }): Promise<void> {
@@ -44,5 +41,4 @@ export async function registerReplyDecorators (app: FastifyInstance, options: { 
   registerViewDecorators(app)
   registerCookieDecorators(app)
   registerRedirectDecorators(app, reply.redirectBackOrigins)
-  registerUploadDecorators(app)
 }

@@ -1,11 +1,11 @@
 /** Options of the response side of the context plugin, validated once at registration. */
-import { statSync } from 'node:fs'
+import { realpathSync, statSync } from 'node:fs'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import type { FastifyCookieOptions } from '@fastify/cookie'
 import { ContextOptionError } from './errors.js'
 
-/** Where `reply.sendFile` and `reply.download` read files, and how they answer. */
+/** Where `reply.serveFile` and `reply.downloadFile` read files, and how they answer. */
 export interface FilesOptions {
   /** The only folder files are sent from; a path that leaves it is refused with 403. */
   root: string | URL
@@ -30,7 +30,7 @@ export interface ViewsOptions {
 }
 
 export interface ReplyOptions {
-  /** Enables `reply.sendFile` / `reply.download` from this folder. */
+  /** Enables `reply.serveFile` / `reply.downloadFile` from this folder. */
   files?: FilesOptions
   /**
    * Registers @fastify/view (Eta) for `reply.render`. Leave it out when @fastify/view is
@@ -51,6 +51,8 @@ export interface ReplyOptions {
 
 export interface ResolvedFilesOptions {
   root: string
+  /** `root` with every symbolic link resolved: files are contained by their real path. */
+  realRoot: string
   dotfiles: 'allow' | 'deny' | 'ignore'
   maxAge: number | string
   immutable: boolean
@@ -88,8 +90,10 @@ function origin (value: unknown): string {
 function resolveFiles (files: FilesOptions): ResolvedFilesOptions {
   const dotfiles = files.dotfiles ?? 'ignore'
   if (!['allow', 'deny', 'ignore'].includes(dotfiles)) throw new ContextOptionError('files.dotfiles must be "allow", "deny" or "ignore"')
+  const root = directory(files.root, 'files.root')
   return {
-    root: directory(files.root, 'files.root'),
+    root,
+    realRoot: realpathSync(root),
     dotfiles,
     maxAge: files.maxAge ?? 0,
     immutable: files.immutable ?? false,

@@ -61,15 +61,55 @@ function isQueryMap (value: unknown): value is Readonly<Record<string, RoutePara
   return value !== null && typeof value === 'object'
 }
 
-/** The part of a same-origin Referer to redirect to, or undefined when it must not be followed. */
+// Control characters (CR, LF, tab, ...) never belong in a Referer; the URL parser would drop
+// tabs and newlines silently, so such a value is refused rather than read.
+// eslint-disable-next-line no-control-regex -- matching control characters is the point
+const CONTROL = /[\u0000-\u001f\u007f]/
+
+/**
+ * The part of a same-origin Referer to redirect to, or undefined when it must not be followed.
+ * An absolute Referer is followed when its origin is ours or trusted. A path-only Referer
+ * (`/back`, RFC 9110 10.1.3 allows a partial URI) is ours when it is a path-absolute
+ * reference: it is resolved against our origin, so `//evil`, `/\\evil` (read as `//evil`)
+ * and schemes give another origin and are refused like any cross-origin Referer.
+ */
 export function refererTarget (referer: string | undefined, ownOrigin: string, trusted: ReadonlySet<string>): string | undefined {
-  if (referer === undefined || referer === '') return undefined
+  if (referer === undefined || referer === '' || CONTROL.test(referer)) return undefined
   let url: URL
-  try { url = new URL(referer) } catch { return undefined }
+  try {
+    url = referer.startsWith('/') ? new URL(referer, ownOrigin) : new URL(referer)
+  } catch { return undefined }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') return undefined
   if (url.origin !== ownOrigin && !trusted.has(url.origin)) return undefined
   if (url.origin !== ownOrigin) return url.href
   // Only path and query: the host stays ours. `//x` (from `http://host//x`) would be protocol-relative.
   return url.pathname.replace(/^\/+/, '/') + url.search
+}
+
+/**
+ * A route URL as a Location that cannot leave the site: a parameter value starting with `/`
+ * on a root wildcard (`/*` with `/evil.example`) gives `//evil.example`, which a browser
+ * reads as another host. The second character is percent-encoded (`/%2Fevil.example`), which
+ * the router decodes back to the same parameter value.
+ */
+function siteLocal (url: string): string {
+  if (url.startsWith('/') && (url[1] === '/' || url[1] === '\\')) return `/${encodeURIComponent(url[1] as string)}${url.slice(2)}`
+  return url
+}
+
+/** SPEC.md routing: `+` names the first unnamed parameter (as `*` and `*1` do), `+2` the second. */
+function unnamedKeys (params: Record<string, unknown>): Record<string, unknown> {
+  const out: Record<string, unknown> = {}
+  for (const [key, value] of Object.entries(params)) {
+    const plus = /^\+(\d*)$/.exec(key)
+    if (plus === null) {
+      out[key] = value
+      continue
+    }
+    const target = `*${plus[1] === '' ? '1' : plus[1] as string}`
+    if (params[target] === undefined && !(target === '*1' && params['*'] !== undefined)) out[target] = value
+  }
+  return out
 }
 
 export function registerRedirectDecorators (app: FastifyInstance, redirectBackOrigins: ReadonlySet<string>): void {
@@ -81,7 +121,7 @@ export function registerRedirectDecorators (app: FastifyInstance, redirectBackOr
     for (const value of Object.values(routeParams)) {
       if (isQueryMap(value)) throw new ContextArgumentError('reply.redirectToRoute: only "queries" may hold an object')
     }
-    let location = getRouteURL.call(this.server, name, routeParams as Record<string, RouteParamValue | undefined>)
+    let location = siteLocal(getRouteURL.call(this.server, name, unnamedKeys(routeParams) as Record<string, RouteParamValue | undefined>))
     if (queries !== undefined) {
       if (!isQueryMap(queries)) throw new ContextArgumentError('reply.redirectToRoute: queries must be an object')
       const search = new URLSearchParams(Object.entries(queries).map(([key, value]): [string, string] => [key, String(value)])).toString()

@@ -6,8 +6,9 @@
  * UnsupportedBodyTypeError (415).
  *
  * String sources (params, query, headers, cookies, form fields) go through the parser
- * decoder (parser-decoder.ts): the alias keyword picks the source key of each top-level
- * property, arrays take every value (split on commas: headers always, query only with
+ * decoder (parser-decoder.ts): keys nest with qs (`a.b`, `a[b]`, `a[0][b]`, `list[]`; bounded
+ * depth and indexes; unmatched brackets are a 400), the alias keyword picks the source key of
+ * each property, matched case-insensitively (exact first), arrays take every value (split on commas: headers always, query only with
  * `enableSplittingOnParsers`), integers and numbers must be plain decimals, booleans take Go's
  * spellings (1/0, t/f, true/false in three cases), empty values follow `zeroEmpty`, unknown
  * keys follow `ignoreUnknownKeys`, and properties with `parserType` go through their converter
@@ -19,13 +20,14 @@ import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv'
 import formats from 'ajv-formats'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { XMLParser, XMLValidator } from 'fast-xml-parser'
+import qs from 'qs'
 import { fastifyCookie } from '@fastify/cookie'
 import type { Static, TSchema } from 'typebox'
 import type { ResolvedContextOptions } from '../options.js'
 import { BindError, MalformedXmlError, UnsupportedBodyTypeError } from './errors.js'
 import { formValues } from './forms.js'
 import type { ParserDecoder } from './parser-decoder.js'
-import { parseBoolean, parseFloatStrict, parseInteger, searchParams } from './params-query.js'
+import { paramsCaseInsensitive, parseBoolean, parseFloatStrict, parseInteger, searchParams } from './params-query.js'
 import { headerLines } from './reading.js'
 import { kParserDecoder } from './state.js'
 
@@ -54,6 +56,9 @@ interface Source {
   context: string
   /** Alias keyword of this source. */
   tag: string
+  /** Keys nest (`a.b`, `a[0][b]`, `list[]`); route parameters do not. */
+  nest: boolean
+  /** Keys match names case-insensitively (an exact match first). */
   caseInsensitive: boolean
   /** Split array values on commas. */
   split: boolean
@@ -138,53 +143,135 @@ function fail (source: Pick<Source, 'label' | 'context'>, issues: Issue[]): neve
   throw Object.assign(new BindError(source.label, summary), { validation: issues, validationContext: source.context })
 }
 
-/** Runs the parser decoder over string sources: the object Ajv then validates. */
-function decode (entries: Map<string, string[]>, schema: TSchema, source: Source, decoder: ParserDecoder): Record<string, unknown> {
-  const properties = propertiesOf(schema)
-  const input: Record<string, unknown> = {}
+/** qs settings: nesting and lists, bounded against abuse (`a[999999]=x` is a 400, not a huge array). */
+const QS_OPTIONS = {
+  allowDots: true,
+  depth: 10,
+  strictDepth: true,
+  arrayLimit: 1000,
+  parameterLimit: 10000,
+  throwOnLimitExceeded: true,
+  duplicates: 'combine',
+  plainObjects: true,
+  allowPrototypes: false
+} as const
+
+/** `a[b` or `a]b`: brackets that do not pair up once every `[...]` group is removed. */
+function hasUnmatchedBrackets (key: string): boolean {
+  return /[[\]]/.test(key.replace(/\[[^[\]]*\]/g, ''))
+}
+
+type Tree = Record<string, unknown>
+
+/**
+ * Keys to a tree: `a.b`, `a[b]`, `a[0][b]` and `list[]` nest (qs); keys with unmatched
+ * brackets, nesting deeper than 10 or list indexes past 1000 are issues. Flat sources keep keys.
+ */
+function toTree (entries: Map<string, string[]>, source: Source): Tree {
+  const flat: Tree = Object.create(null)
   const issues: Issue[] = []
+  for (const [key, values] of entries) {
+    if (source.nest && hasUnmatchedBrackets(key)) {
+      issues.push({ instancePath: `/${key}`, keyword: 'syntax', params: { key }, message: 'has unmatched brackets' })
+      continue
+    }
+    flat[key] = values.length === 1 ? values[0] : values
+  }
+  if (issues.length > 0) fail(source, issues)
+  if (!source.nest) return flat
+  try {
+    return qs.parse(flat as Record<string, string>, QS_OPTIONS) as Tree
+  } catch (error) {
+    fail(source, [{ instancePath: '', keyword: 'limit', params: {}, message: `keys rejected: ${(error as Error).message}` }])
+  }
+}
+
+function isTree (value: unknown): value is Tree {
+  return typeof value === 'object' && value !== null && !Array.isArray(value)
+}
+
+/** The string values a scalar property may take from a tree value (a repeated key gives several). */
+function stringsOf (value: unknown): string[] | undefined {
+  if (typeof value === 'string') return [value]
+  if (Array.isArray(value) && value.every((item) => typeof item === 'string')) return value as string[]
+  return undefined
+}
+
+/** Binds one value of the tree to `schema`, collecting issues; the result goes to Ajv. */
+function decodeValue (value: unknown, schema: PropertySchema | undefined, path: string, source: Source, decoder: ParserDecoder, issues: Issue[]): { value?: unknown } {
+  const type = typeOf(schema)
+  if (type === 'array') {
+    const items = Array.isArray(value) ? value : [value]
+    const output: unknown[] = []
+    let index = 0
+    for (const item of items) {
+      const parts = typeof item === 'string' && source.split ? item.split(',').map((part) => source.trimSplit ? part.trim() : part) : [item]
+      for (const part of parts) {
+        const decoded = decodeValue(part, schema?.items, `${path}/${index}`, { ...source, split: false }, decoder, issues)
+        if ('value' in decoded) {
+          output.push(decoded.value)
+          index++
+        }
+      }
+    }
+    if (output.length > 0 || decoder.zeroEmpty) return { value: output }
+    return {}
+  }
+  if (isTree(value)) {
+    // Nested object (`a.b=1`, `a[b]=1`): bound by its own properties, or handed to Ajv as is.
+    return { value: propertiesOf(schema as TSchema) === undefined ? value : decodeObject(value, schema as TSchema, path, source, decoder, issues) }
+  }
+  const strings = stringsOf(value)
+  if (strings === undefined) return { value }
+  const text = pick(strings, source)
+  if (text === '') return decoder.zeroEmpty ? { value: zeroOf(schema) } : {}
+  const converted = convert(text, schema, path)
+  if (converted instanceof IssueMarker) {
+    issues.push(converted.issue)
+    return {}
+  }
+  return { value: converted }
+}
+
+/**
+ * Binds a tree to an object schema: each property reads the key named by its alias keyword
+ * (or its name), compared case-insensitively (an exact match first), at every level.
+ */
+function decodeObject (tree: Tree, schema: TSchema, path: string, source: Source, decoder: ParserDecoder, issues: Issue[]): Record<string, unknown> {
+  const properties = propertiesOf(schema)
+  const output: Record<string, unknown> = {}
   if (properties === undefined) {
     const record: Record<string, unknown> = Object.create(null)
-    for (const [key, values] of entries) record[key] = pick(values, source)
+    for (const [key, value] of Object.entries(tree)) {
+      const strings = stringsOf(value)
+      record[key] = strings === undefined ? value : pick(strings, source)
+    }
     return record
   }
+  const keys = Object.keys(tree)
   const used = new Set<string>()
   for (const [property, propertySchema] of Object.entries(properties)) {
     const name = sourceName(property, propertySchema, source.tag, decoder)
-    const key = source.caseInsensitive ? name.toLowerCase() : name
-    let values = entries.get(key)
-    if (values === undefined) continue
-    used.add(key)
-    const path = `/${property}`
-    if (typeOf(propertySchema) === 'array') {
-      if (source.split) values = values.flatMap((value) => value.split(',').map((part) => source.trimSplit ? part.trim() : part))
-      const items: unknown[] = []
-      values.forEach((value, index) => {
-        if (value === '') {
-          if (decoder.zeroEmpty) items.push(zeroOf(propertySchema.items))
-          return
-        }
-        const converted = convert(value, propertySchema.items, `${path}/${index}`)
-        if (converted instanceof IssueMarker) issues.push(converted.issue)
-        else items.push(converted)
-      })
-      if (items.length > 0 || decoder.zeroEmpty) input[property] = items
-      continue
-    }
-    const value = pick(values, source)
-    if (value === '') {
-      if (decoder.zeroEmpty) input[property] = zeroOf(propertySchema)
-      continue
-    }
-    const converted = convert(value, propertySchema, path)
-    if (converted instanceof IssueMarker) issues.push(converted.issue)
-    else input[property] = converted
+    const lower = name.toLowerCase()
+    const matches = keys.includes(name) ? [name] : source.caseInsensitive ? keys.filter((key) => key.toLowerCase() === lower) : []
+    if (matches.length === 0) continue
+    for (const key of matches) used.add(key)
+    const value = matches.length === 1 ? tree[matches[0] as string] : matches.flatMap((key) => tree[key] as unknown)
+    const decoded = decodeValue(value, propertySchema, `${path}/${property}`, source, decoder, issues)
+    if ('value' in decoded) output[property] = decoded.value
   }
   if (!decoder.ignoreUnknownKeys && source.checkUnknown) {
-    for (const key of entries.keys()) {
-      if (!used.has(key)) issues.push({ instancePath: `/${key}`, keyword: 'additionalProperties', params: { additionalProperty: key }, message: 'is not a known key' })
+    for (const key of keys) {
+      if (!used.has(key)) issues.push({ instancePath: `${path}/${key}`, keyword: 'additionalProperties', params: { additionalProperty: key }, message: 'is not a known key' })
     }
   }
+  return output
+}
+
+/** Runs the parser decoder over string sources: the object Ajv then validates. */
+function decode (entries: Map<string, string[]>, schema: TSchema, source: Source, decoder: ParserDecoder): Record<string, unknown> {
+  const issues: Issue[] = []
+  const input = decodeObject(toTree(entries, source), schema, '', source, decoder, issues)
   if (issues.length > 0) fail(source, issues)
   return input
 }
@@ -265,11 +352,11 @@ function parseXml (body: unknown): unknown {
 }
 
 const SOURCES = {
-  params: { label: 'path parameters', context: 'params', tag: 'params', caseInsensitive: false, split: false, trimSplit: false, pick: 'first', checkUnknown: true },
-  query: { label: 'query string', context: 'querystring', tag: 'query', caseInsensitive: false, split: false, trimSplit: false, pick: 'last', checkUnknown: true },
-  headers: { label: 'headers', context: 'headers', tag: 'reqHeader', caseInsensitive: true, split: true, trimSplit: true, pick: 'join', checkUnknown: false },
-  cookies: { label: 'cookies', context: 'cookies', tag: 'cookie', caseInsensitive: false, split: false, trimSplit: false, pick: 'first', checkUnknown: true },
-  form: { label: 'request body', context: 'body', tag: 'form', caseInsensitive: false, split: false, trimSplit: false, pick: 'first', checkUnknown: true }
+  params: { label: 'path parameters', context: 'params', tag: 'params', nest: false, caseInsensitive: false, split: false, trimSplit: false, pick: 'first', checkUnknown: true },
+  query: { label: 'query string', context: 'querystring', tag: 'query', nest: true, caseInsensitive: true, split: false, trimSplit: false, pick: 'last', checkUnknown: true },
+  headers: { label: 'headers', context: 'headers', tag: 'reqHeader', nest: true, caseInsensitive: true, split: true, trimSplit: true, pick: 'join', checkUnknown: false },
+  cookies: { label: 'cookies', context: 'cookies', tag: 'cookie', nest: true, caseInsensitive: true, split: false, trimSplit: false, pick: 'first', checkUnknown: true },
+  form: { label: 'request body', context: 'body', tag: 'form', nest: true, caseInsensitive: true, split: false, trimSplit: false, pick: 'first', checkUnknown: true }
 } satisfies Record<string, Source>
 
 export function registerBinding (app: FastifyInstance, options: ResolvedContextOptions): void {
@@ -282,7 +369,8 @@ export function registerBinding (app: FastifyInstance, options: ResolvedContextO
   }
 
   app.decorateRequest('paramsParser', function <S extends TSchema>(this: FastifyRequest, schema: S): Static<S> {
-    return bindStrings(this, schema, entriesOf((this.params ?? {}) as Record<string, string>), SOURCES.params)
+    const source = paramsCaseInsensitive(this) ? { ...SOURCES.params, caseInsensitive: true } : SOURCES.params
+    return bindStrings(this, schema, entriesOf((this.params ?? {}) as Record<string, string>), source)
   })
 
   app.decorateRequest('queryParser', function <S extends TSchema>(this: FastifyRequest, schema: S): Static<S> {

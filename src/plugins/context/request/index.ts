@@ -10,6 +10,7 @@ import { registerBinding } from './binding.js'
 import { registerBody } from './body.js'
 import { registerForms } from './forms.js'
 import { registerLocals } from './locals.js'
+import { registerMultipartGuards } from './multipart.js'
 import { registerParamsQuery } from './params-query.js'
 import { registerParserDecoder } from './parser-decoder.js'
 import { registerReading } from './reading.js'
@@ -32,6 +33,7 @@ export async function registerRequestDecorators (app: FastifyInstance, options: 
   registerReading(app, options)
   registerParamsQuery(app)
   registerForms(app, options)
+  registerMultipartGuards(app)
   registerLocals(app)
   registerBody(app, options)
   registerBinding(app, options)

@@ -7,6 +7,7 @@
  * onResponse). A failing close is logged, never thrown.
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify'
+import { ContextArgumentError } from '../reply/errors.js'
 import { kState, stateOf } from './state.js'
 
 /** The user context type; merge into it (`declare module`) to type `userContext()`. */
@@ -69,7 +70,7 @@ export function registerLocals (app: FastifyInstance): void {
   })
 
   app.decorateRequest('setUserContext', function (this: FastifyRequest, context: ContextUserContext): void {
-    if (typeof context !== 'object' || context === null) throw new TypeError('setUserContext: the context must be an object')
+    if (typeof context !== 'object' || context === null) throw new ContextArgumentError('setUserContext: the context must be an object')
     stateOf(this).userContext = context
   })
 

@@ -56,14 +56,27 @@ export function parseFloatStrict (value: string): number | undefined {
   return Number.isFinite(number) ? number : undefined
 }
 
-/** The parameter under `key`, with the unnamed aliases: `*` and `*1` (and `+` and `+1`) name the same one. */
-function rawParam (params: Record<string, string | undefined>, key: string): string | undefined {
+/** The router matches paths case-insensitively (Fastify `caseSensitive: false`): parameter names too. */
+export function paramsCaseInsensitive (request: FastifyRequest): boolean {
+  return request.server.initialConfig.caseSensitive === false
+}
+
+/**
+ * The parameter under `key`, with the unnamed aliases: `*` and `*1` (and `+` and `+1`) name
+ * the same one. With a case-insensitive router, `ID` finds `:id` (an exact name first).
+ */
+function rawParam (request: FastifyRequest, key: string): string | undefined {
+  const params = (request.params ?? {}) as Record<string, string | undefined>
   const direct = params[key]
   if (direct !== undefined) return direct
   if (key === '*') return params['*1']
   if (key === '*1') return params['*']
   if (key === '+') return params['+1']
   if (key === '+1') return params['+']
+  if (paramsCaseInsensitive(request)) {
+    const lower = key.toLowerCase()
+    for (const [name, value] of Object.entries(params)) if (name.toLowerCase() === lower) return value
+  }
   return undefined
 }
 
@@ -81,7 +94,7 @@ function lastQueryValue (request: FastifyRequest, key: string): string | undefin
 
 export function registerParamsQuery (app: FastifyInstance): void {
   app.decorateRequest('param', function (this: FastifyRequest, key: string, defaultValue?: string): string {
-    const value = rawParam((this.params ?? {}) as Record<string, string | undefined>, key)
+    const value = rawParam(this, key)
     return value === undefined || value === '' ? (defaultValue ?? '') : value
   })
 
@@ -98,7 +111,7 @@ export function registerParamsQuery (app: FastifyInstance): void {
   })
 
   app.decorateRequest('paramsInt', function (this: FastifyRequest, key: string): number {
-    const value = rawParam((this.params ?? {}) as Record<string, string | undefined>, key)
+    const value = rawParam(this, key)
     if (value === undefined || value === '') return 0
     const number = parseInteger(value)
     if (number === undefined) throw new ParamNotIntegerError(key, value)

@@ -11,8 +11,10 @@ import { lookup } from 'mime-types'
 import parseRange from 'range-parser'
 import type { ResolvedContextOptions } from '../options.js'
 import { hasBody } from './body.js'
+import { ContextArgumentError } from '../reply/errors.js'
 import { ClientGoneError, RangeMalformedError, RangeNotSatisfiableError, RangeSizeError } from './errors.js'
 import { stateOf } from './state.js'
+import { forwardedEntry } from './trust.js'
 
 /** SPEC.md "Range": the unit and the byte ranges, `end` inclusive, in the order requested. */
 export interface ContextRange {
@@ -55,11 +57,24 @@ declare module 'fastify' {
     requestMethod: (override?: string) => string
     /** SPEC.md Path: the path part of the URL, as received (not decoded); with an argument replaces it. */
     path: (override?: string) => string
-    /** SPEC.md BaseURL: `protocol://host`. */
+    /** SPEC.md BaseURL: `clientProtocol()://clientHost()`. */
     baseURL: () => string
-    /** SPEC.md Secure: true over TLS (`protocol === 'https'`). */
+    /**
+     * SPEC.md Protocol: `http` or `https` as the client used it: X-Forwarded-Proto's client-facing
+     * entry from a trusted proxy (Fastify's `trustProxy`), else the socket's. Fastify's
+     * `request.protocol` takes the header's last entry instead.
+     */
+    clientProtocol: () => string
+    /** SPEC.md Hostname's host with port: X-Forwarded-Host's client-facing entry from a trusted proxy, else Host. */
+    clientHost: () => string
+    /** SPEC.md Hostname: `clientHost()` without the port. */
+    clientHostname: () => string
+    /** SPEC.md Secure: `clientProtocol() === 'https'`. */
     secure: () => boolean
-    /** SPEC.md IP: the client address; with the `proxyHeader` option, the first address of that header. Not `ip`: Fastify's getter. */
+    /**
+     * SPEC.md IP: the client address; with the `proxyHeader` option and a request from a trusted
+     * proxy (Fastify's `trustProxy`), the address that header gives. Not `ip`: Fastify's getter.
+     */
     ipAddress: () => string
     /** SPEC.md IPs: the addresses of X-Forwarded-For as listed. Not `ips`: Fastify's needs trustProxy and differs. */
     forwardedIps: () => string[]
@@ -127,7 +142,7 @@ export function registerReading (app: FastifyInstance, options: ResolvedContextO
 
   app.decorateRequest('requestMethod', function (this: FastifyRequest, override?: string): string {
     if (override !== undefined) {
-      if (typeof override !== 'string' || !TOKEN.test(override)) throw new TypeError(`requestMethod: "${String(override)}" is not an HTTP method token`)
+      if (typeof override !== 'string' || !TOKEN.test(override)) throw new ContextArgumentError(`requestMethod: "${String(override)}" is not an HTTP method token`)
       this.raw.method = override.toUpperCase()
     }
     return this.raw.method as string
@@ -137,7 +152,7 @@ export function registerReading (app: FastifyInstance, options: ResolvedContextO
     const url = this.raw.url ?? '/'
     const queryAt = url.indexOf('?')
     if (override !== undefined) {
-      if (typeof override !== 'string' || !override.startsWith('/')) throw new TypeError('path: the override must start with "/"')
+      if (typeof override !== 'string' || !override.startsWith('/')) throw new ContextArgumentError('path: the override must start with "/"')
       // Fastify's originalUrl reads raw.originalUrl, else raw.url: pin it before raw.url changes.
       ;(this.raw as { originalUrl?: string }).originalUrl ??= this.originalUrl
       this.raw.url = override + (queryAt === -1 ? '' : url.slice(queryAt))
@@ -146,18 +161,35 @@ export function registerReading (app: FastifyInstance, options: ResolvedContextO
     return queryAt === -1 ? url : url.slice(0, queryAt)
   })
 
+  app.decorateRequest('clientProtocol', function (this: FastifyRequest): string {
+    const forwarded = forwardedEntry(this, 'x-forwarded-proto')?.toLowerCase()
+    if (forwarded === 'http' || forwarded === 'https') return forwarded
+    return (this.raw.socket as TLSSocket | null)?.encrypted === true ? 'https' : 'http'
+  })
+
+  app.decorateRequest('clientHost', function (this: FastifyRequest): string {
+    return forwardedEntry(this, 'x-forwarded-host') ?? headerText(this.headers.host) ?? ''
+  })
+
+  app.decorateRequest('clientHostname', function (this: FastifyRequest): string {
+    const host = this.clientHost()
+    if (host.startsWith('[')) return host.slice(0, host.indexOf(']') + 1)
+    return host.split(':', 1)[0] ?? ''
+  })
+
   app.decorateRequest('baseURL', function (this: FastifyRequest): string {
-    return `${this.protocol}://${this.host}`
+    return `${this.clientProtocol()}://${this.clientHost()}`
   })
 
   app.decorateRequest('secure', function (this: FastifyRequest): boolean {
-    return this.protocol === 'https'
+    return this.clientProtocol() === 'https'
   })
 
   app.decorateRequest('ipAddress', function (this: FastifyRequest): string {
     if (options.proxyHeader !== undefined) {
-      const first = headerText(this.headers[options.proxyHeader])?.split(',')[0]?.trim()
-      if (first) return first
+      // Only from a trusted proxy: any client can send the header.
+      const forwarded = forwardedEntry(this, options.proxyHeader)
+      if (forwarded !== undefined && isIP(forwarded) !== 0) return forwarded
     }
     return this.ip
   })
@@ -173,8 +205,8 @@ export function registerReading (app: FastifyInstance, options: ResolvedContextO
   })
 
   app.decorateRequest('subdomains', function (this: FastifyRequest, offset: number = options.subdomainOffset): string[] {
-    if (!Number.isInteger(offset) || offset < 0) throw new TypeError('subdomains: offset must be a whole number >= 0')
-    const hostname = this.hostname.replace(/\.$/, '')
+    if (!Number.isInteger(offset) || offset < 0) throw new ContextArgumentError('subdomains: offset must be a whole number >= 0')
+    const hostname = this.clientHostname().replace(/\.$/, '')
     if (hostname === '' || hostname.startsWith('[') || isIP(hostname) !== 0) return []
     return hostname.split('.').reverse().slice(offset)
   })

@@ -4,7 +4,8 @@
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { ResolvedContextOptions } from '../options.js'
-import type { MultipartForm } from './forms.js'
+import { ContextNotReadyError } from './errors.js'
+import type { MultipartReader } from './forms.js'
 import type { ParserDecoder } from './parser-decoder.js'
 
 export interface RequestState {
@@ -21,9 +22,12 @@ export interface RequestState {
   decodedBody: Buffer | undefined
   /** Why no raw body is available, for the error message. */
   rawBodyMissing: string | undefined
-  /** Multipart form being read / read by `multipartForm()`. */
-  multipart: Promise<MultipartForm> | undefined
-  multipartRead: MultipartForm | undefined
+  /** The multipart form as read so far by `multipartForm()` / `formFile()`. */
+  multipartReader: MultipartReader | undefined
+  /** The multipart body was not read to its end (the reply then closes the connection). */
+  multipartUnfinished: boolean
+  /** Temp folder of this request's uploaded files (created on first use, removed at the end). */
+  tempFolder: Promise<string> | undefined
   abort: AbortController | undefined
 }
 
@@ -52,8 +56,9 @@ export function registerState (app: FastifyInstance, options: ResolvedContextOpt
       decodedChunks: undefined,
       decodedBody: undefined,
       rawBodyMissing: undefined,
-      multipart: undefined,
-      multipartRead: undefined,
+      multipartReader: undefined,
+      multipartUnfinished: false,
+      tempFolder: undefined,
       abort: undefined
     }
     done()
@@ -63,6 +68,6 @@ export function registerState (app: FastifyInstance, options: ResolvedContextOpt
 /** The state of a request (every routed request, 404s included, runs onRequest first). */
 export function stateOf (request: FastifyRequest): RequestState {
   const state = request[kState]
-  if (state === null) throw new Error('context: the request decorators are used before the onRequest hook ran')
+  if (state === null) throw new ContextNotReadyError()
   return state
 }

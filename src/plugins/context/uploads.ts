@@ -1,7 +1,9 @@
 /**
- * Uploads: SPEC.md SaveFile and SaveFileToStorage. The file is what @fastify/multipart
- * hands out (`await request.file()`, the parts of `request.files()`, or fields of
- * `attachFieldsToBody`), what `request.formFile()` returns, a Buffer, or a readable stream.
+ * Uploads: SPEC.md SaveFile and SaveFileToStorage, as request decorators (the file is part
+ * of the request; they were reply decorators before, issue 13 item 7). The file is what
+ * @fastify/multipart hands out (`await request.file()`, the parts of `request.files()`, or
+ * fields of `attachFieldsToBody`), what `request.formFile()` returns (in memory or spooled to
+ * a temp file), a Buffer, or a readable stream.
  *
  * A destination with a `..` segment or a NUL byte is refused (UnsafeUploadPathError, 400),
  * so a path built from the client's file name (`uploads/${file.filename}`) cannot climb out
@@ -9,27 +11,29 @@
  * remove the `..` before it is seen.
  */
 import { createWriteStream } from 'node:fs'
-import { rm, writeFile } from 'node:fs/promises'
+import { copyFile, rm, writeFile } from 'node:fs/promises'
 import { Readable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
-import type { FastifyInstance, FastifyReply } from 'fastify'
-import { ContextArgumentError, UploadTooLargeError } from './errors.js'
+import type { FastifyInstance, FastifyRequest } from 'fastify'
+import { ContextArgumentError, UploadTooLargeError } from './reply/errors.js'
 import { assertSafePath, type Storage } from './storage.js'
 
 /**
  * A file part: @fastify/multipart's (a stream `file` and a buffering `toBuffer`) or the
- * context plugin's `request.formFile()` result (its bytes in `data`).
+ * context plugin's `request.formFile()` result (its bytes in `data`, or in the temp file
+ * `path` when it was spooled to disk).
  */
 export interface UploadedFilePart {
   file?: Readable & { truncated?: boolean }
   toBuffer?: () => Promise<Buffer>
   data?: Uint8Array
+  path?: string
 }
 
 export type UploadedFile = UploadedFilePart | Buffer | Uint8Array | Readable
 
 declare module 'fastify' {
-  interface FastifyReply {
+  interface FastifyRequest {
     /** SPEC.md SaveFile: writes the uploaded file to `path` on disk (replacing a file there). */
     saveFile: (file: UploadedFile, path: string) => Promise<void>
     /** SPEC.md SaveFileToStorage: stores the uploaded file under `path` in `storage`. */
@@ -77,8 +81,20 @@ function unreadStream (file: UploadedFile): (Readable & { truncated?: boolean })
   return undefined
 }
 
-async function saveFile (this: FastifyReply, file: UploadedFile, destination: string): Promise<void> {
+/** The temp file of a `request.formFile()` result spooled to disk. */
+function spooledPath (file: UploadedFile): string | undefined {
+  if (file === null || typeof file !== 'object' || file instanceof Uint8Array || file instanceof Readable) return undefined
+  return file.data === undefined && typeof file.path === 'string' ? file.path : undefined
+}
+
+async function saveFile (this: FastifyRequest, file: UploadedFile, destination: string): Promise<void> {
   assertSafePath(destination)
+  const spooled = spooledPath(file)
+  if (spooled !== undefined) {
+    // Copied file to file: a large upload never comes back into memory.
+    await copyFile(spooled, destination)
+    return
+  }
   const stream = unreadStream(file)
   if (stream === undefined) {
     await writeFile(destination, await contents(file))
@@ -94,7 +110,7 @@ async function saveFile (this: FastifyReply, file: UploadedFile, destination: st
   }
 }
 
-async function saveFileToStorage (this: FastifyReply, file: UploadedFile, destination: string, storage: Storage): Promise<void> {
+async function saveFileToStorage (this: FastifyRequest, file: UploadedFile, destination: string, storage: Storage): Promise<void> {
   assertSafePath(destination)
   if (storage === null || typeof storage !== 'object' || typeof storage.set !== 'function') {
     throw new ContextArgumentError('saveFileToStorage needs a storage with set/get/delete')
@@ -103,6 +119,6 @@ async function saveFileToStorage (this: FastifyReply, file: UploadedFile, destin
 }
 
 export function registerUploadDecorators (app: FastifyInstance): void {
-  app.decorateReply('saveFile', saveFile)
-  app.decorateReply('saveFileToStorage', saveFileToStorage)
+  app.decorateRequest('saveFile', saveFile)
+  app.decorateRequest('saveFileToStorage', saveFileToStorage)
 }

@@ -5,7 +5,7 @@
  */
 import { mkdir, readFile, rm, writeFile } from 'node:fs/promises'
 import path from 'node:path'
-import { UnsafeUploadPathError } from './errors.js'
+import { UnsafeUploadPathError } from './reply/errors.js'
 
 export interface Storage {
   /** Stores `value` under `key`, replacing what was there. */

@@ -1,14 +1,14 @@
-/** SPEC.md "Response writing": SaveFile, SaveFileToStorage (uploads through @fastify/multipart). */
+/** SPEC.md SaveFile and SaveFileToStorage: request decorators (the file is an upload, not part of the reply). */
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import fastifyMultipart, { type FastifyMultipartAttachFieldsToBodyOptions, type FastifyMultipartOptions } from '@fastify/multipart'
 import type { FastifyInstance } from 'fastify'
 import t from 'tap'
-import { FileSystemStorage, MemoryStorage, UnsafeUploadPathError, type Storage } from '../../src/plugins/context/index.js'
+import { FileSystemStorage, MemoryStorage, UnsafeUploadPathError, type ContextOptions, type Storage } from '../../src/plugins/context/index.js'
 import { replyApp } from './reply-app.js'
 
-const BOUNDARY = '----reply-uploads-boundary'
+const BOUNDARY = '----context-uploads-boundary'
 
 /** A multipart/form-data body with one file part (and optional fields). */
 function multipart (field: string, filename: string, content: Buffer | string, fields: Record<string, string> = {}): { payload: Buffer, headers: Record<string, string> } {
@@ -23,16 +23,21 @@ function multipart (field: string, filename: string, content: Buffer | string, f
 }
 
 function tempDir (t: { teardown: (fn: () => void) => void }): string {
-  const dir = mkdtempSync(path.join(os.tmpdir(), 'reply-uploads-'))
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'context-uploads-'))
   t.teardown(() => rmSync(dir, { recursive: true, force: true }))
   return dir
 }
 
-async function uploadApp (t: Parameters<typeof replyApp>[0], options: FastifyMultipartOptions | FastifyMultipartAttachFieldsToBodyOptions, setup: (app: FastifyInstance) => void): Promise<FastifyInstance> {
+async function uploadApp (
+  t: Parameters<typeof replyApp>[0],
+  options: FastifyMultipartOptions | FastifyMultipartAttachFieldsToBodyOptions,
+  setup: (app: FastifyInstance) => void,
+  contextOptions: ContextOptions = {}
+): Promise<FastifyInstance> {
   return replyApp(t, async (app) => {
     await app.register(fastifyMultipart, options)
     setup(app)
-  })
+  }, contextOptions)
 }
 
 t.test('saveFile: streams an uploaded part (request.file()) to disk', async (t) => {
@@ -43,7 +48,7 @@ t.test('saveFile: streams an uploaded part (request.file()) to disk', async (t) 
     app.post('/upload', async (request, reply) => {
       const file = await request.file()
       if (file === undefined) return reply.code(400).send('no file')
-      await reply.saveFile(file, `${dir}/${file.filename}`)
+      await request.saveFile(file, `${dir}/${file.filename}`)
       return { saved: file.filename }
     })
   })
@@ -58,8 +63,8 @@ t.test('saveFile: a file from request.formFile() (attachFieldsToBody), a Buffer'
   const app = await uploadApp(t, { attachFieldsToBody: true }, (app) => {
     app.post('/upload', async (request, reply) => {
       const file = await request.formFile('doc')
-      await reply.saveFile(file, `${dir}/form-${file.filename}`)
-      await reply.saveFile(Buffer.from('plain buffer'), `${dir}/buffer.txt`)
+      await request.saveFile(file, `${dir}/form-${file.filename}`)
+      await request.saveFile(Buffer.from('plain buffer'), `${dir}/buffer.txt`)
       return { ok: true }
     })
   })
@@ -67,6 +72,24 @@ t.test('saveFile: a file from request.formFile() (attachFieldsToBody), a Buffer'
   t.equal(response.statusCode, 200)
   t.equal(readFileSync(path.join(dir, 'form-notes.txt'), 'utf8'), 'form file body')
   t.equal(readFileSync(path.join(dir, 'buffer.txt'), 'utf8'), 'plain buffer')
+})
+
+t.test('saveFile: a request.formFile() spooled to a temp file (past formFiles.memoryThreshold) is copied file to file', async (t) => {
+  const dir = tempDir(t)
+  const spooled: Array<string | undefined> = []
+  const big = Buffer.alloc(64 * 1024, 'x')
+  const app = await uploadApp(t, {}, (app) => {
+    app.post('/upload', async (request) => {
+      const file = await request.formFile('doc')
+      spooled.push(file.data === undefined ? file.path : undefined)
+      await request.saveFile(file, `${dir}/${file.filename}`)
+      return { size: file.size }
+    })
+  }, { formFiles: { memoryThreshold: 1024 } })
+  const response = await app.inject({ method: 'POST', url: '/upload', ...multipart('doc', 'big.bin', big) })
+  t.same(response.json(), { size: big.length })
+  t.type(spooled[0], 'string', 'the file was on disk, not in memory')
+  t.ok(readFileSync(path.join(dir, 'big.bin')).equals(big), 'saved whole')
 })
 
 t.test('saveFile: an upload name that climbs out of the folder is refused (400), nothing written', async (t) => {
@@ -77,7 +100,7 @@ t.test('saveFile: an upload name that climbs out of the folder is refused (400),
     app.post('/upload', async (request, reply) => {
       const file = await request.file()
       if (file === undefined) return reply.code(400).send('no file')
-      await reply.saveFile(file, `${dir}/${file.filename}`)
+      await request.saveFile(file, `${dir}/${file.filename}`)
       return { saved: file.filename }
     })
   }
@@ -103,7 +126,7 @@ t.test('saveFile: a part cut at the multipart size limit gives 413 and leaves no
     app.post('/upload', async (request, reply) => {
       const file = await request.file({ throwFileSizeLimit: false })
       if (file === undefined) return reply.code(400).send('no file')
-      await reply.saveFile(file, `${dir}/big.bin`)
+      await request.saveFile(file, `${dir}/big.bin`)
       return { saved: true }
     })
   })
@@ -122,7 +145,7 @@ t.test('saveFileToStorage: memory and filesystem storages', async (t) => {
       const storage: Storage = (request.params as { storage: string }).storage === 'memory' ? memory : disk
       const file = await request.file()
       if (file === undefined) return reply.code(400).send('no file')
-      await reply.saveFileToStorage(file, `avatars/${file.filename}`, storage)
+      await request.saveFileToStorage(file, `avatars/${file.filename}`, storage)
       return { saved: true }
     })
   })

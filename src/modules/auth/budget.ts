@@ -1,0 +1,34 @@
+/**
+ * The per-client budget of requests that cost a bcrypt computation (RATE_LIMIT_AUTH_MAX per
+ * RATE_LIMIT_AUTH_WINDOW_MS per client address): registration (POST /api/user and
+ * POST /api/auth/register), login, and the changes of the own record that check a password
+ * (PATCH /api/user/:id with `password`, DELETE /api/user/:id). One store and one count for
+ * all of them: the README's "20 a minute" is the total, not 20 per route.
+ *
+ * On an AttemptStore (src/lib/attempts.ts) rather than @fastify/rate-limit's route limits:
+ * those keep one store per route, and its in-memory store hands every concurrent request
+ * the same mutable counter, read after an await, so requests sent at once all saw the
+ * last count (four at once with three left: four 429s). The key is the client address as
+ * @fastify/rate-limit forms it (IPv6 grouped by /64).
+ */
+import createError from '@fastify/error'
+import { normalizeIP } from '@fastify/rate-limit'
+import type { FastifyReply, FastifyRequest } from 'fastify'
+import { budget, type AttemptStore } from '../../lib/attempts.js'
+
+export interface AuthBudgetOptions {
+  max: number
+  /** The window, in ms. */
+  timeWindow: number
+  store?: AttemptStore
+}
+
+export const TooManyRequests = createError('RATE_LIMITED', 'Too many requests; retry in %d s', 429)
+
+/** Spends one request of the client's budget, or throws 429 (with Retry-After) when it is used up. */
+export type AuthBudget = (request: FastifyRequest, reply: FastifyReply) => Promise<void>
+
+export function authBudget (options: AuthBudgetOptions): AuthBudget {
+  const requests = budget({ ...options, refusal: (seconds) => new TooManyRequests(seconds) })
+  return async (request, reply) => { await requests.spend(`client:${normalizeIP(request.ip)}`, reply) }
+}

@@ -1,0 +1,29 @@
+/**
+ * `GET /metrics`: the Prometheus text format of src/plugins/metrics.ts, behind the admin
+ * key (ADMIN_API_KEYS, `Authorization: Bearer <key>`, as /api/admin, sharing its per-client
+ * budget of wrong keys): not public.
+ * Never shed, never rate-limited, and left out of the OpenAPI document.
+ */
+import type { FastifyPluginAsync } from 'fastify'
+import keyAuth from '../../plugins/keyauth/index.js'
+import { adminKeyAuthOptions, type KeyFailureLimit } from '../admin/api-keys.js'
+
+export interface MetricsRoutesOptions {
+  /** ADMIN_API_KEYS: comma-separated keys; empty refuses every request. */
+  apiKeys: string
+  /** Wrong keys per client: pass the admin routes' limit (its store too), so both share one budget. */
+  keyFailures: KeyFailureLimit
+}
+
+export const metricsRoutes: FastifyPluginAsync<MetricsRoutesOptions> = async (app, options) => {
+  await app.register(keyAuth, adminKeyAuthOptions(options.apiKeys, app.log, options.keyFailures))
+  const { registry } = app.metrics
+
+  app.get('/metrics', {
+    config: { rateLimit: false, loadShedding: false },
+    schema: { hide: true }
+  }, async (_request, reply) => {
+    const text = await registry.metrics()
+    return reply.type(registry.contentType).send(text)
+  })
+}

@@ -1,0 +1,128 @@
+/**
+ * Prometheus metrics (prom-client), collected per app in a registry of its own and served
+ * by `GET /metrics` behind the admin key (src/modules/metrics/routes.ts,
+ * docs/operations.md):
+ * - `http_request_duration_seconds{method,route,status_code}`: the route is the pattern
+ *   (`/api/product/:id`), never the URL; requests no route matched share `route="unmatched"`,
+ *   so ids and 404 garbage cannot grow the label set;
+ * - `http_requests_in_flight`; `http_rate_limited_total{method,route}` (every 429);
+ *   `http_load_shed_total{method,route}` (503s of the load shedding, src/plugins/load-shedding.ts);
+ * - `db_pool_connections{state}`, `db_pool_waiting_clients`, `db_pool_max_connections` (pg's pool);
+ * - `password_queue_size`, `password_task_duration_seconds{op}` (bcrypt in piscina, queue
+ *   wait included);
+ * - prom-client's default process and Node.js metrics.
+ */
+import type { FastifyInstance, FastifyRequest } from 'fastify'
+import fp from 'fastify-plugin'
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client'
+import { sqlPool } from '../db/client.js'
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    metrics: Metrics
+  }
+}
+
+export interface Metrics {
+  registry: Registry
+  /** Counts a request refused by the load shedding. */
+  loadShed: (request: FastifyRequest) => void
+}
+
+/** The label of requests no route matched (404s, and 405s of unknown methods). */
+export const UNMATCHED_ROUTE = 'unmatched'
+
+/** The route pattern, never the URL: a bounded label set. */
+function routeLabel (request: FastifyRequest): string {
+  return request.routeOptions.url ?? UNMATCHED_ROUTE
+}
+
+async function metricsPlugin (app: FastifyInstance): Promise<void> {
+  const registry = new Registry()
+  collectDefaultMetrics({ register: registry })
+
+  const duration = new Histogram({
+    name: 'http_request_duration_seconds',
+    help: 'Time from the start of a request to the end of its response, by route pattern and status',
+    labelNames: ['method', 'route', 'status_code'] as const,
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    registers: [registry]
+  })
+  const inFlight = new Gauge({ name: 'http_requests_in_flight', help: 'Requests received and not yet answered or aborted', registers: [registry] })
+  const rateLimited = new Counter({
+    name: 'http_rate_limited_total',
+    help: 'Requests refused with 429 (per-client and per-account limits), by route pattern',
+    labelNames: ['method', 'route'] as const,
+    registers: [registry]
+  })
+  const shed = new Counter({
+    name: 'http_load_shed_total',
+    help: 'Requests refused with 503 by the load shedding (event loop delay past MAX_EVENT_LOOP_DELAY_MS), by route pattern',
+    labelNames: ['method', 'route'] as const,
+    registers: [registry]
+  })
+
+  const pool = sqlPool(app.prisma)
+  // eslint-disable-next-line no-new
+  new Gauge({
+    name: 'db_pool_connections',
+    help: 'Connections of the PostgreSQL pool, by state (idle, in use)',
+    labelNames: ['state'] as const,
+    registers: [registry],
+    collect () {
+      this.set({ state: 'idle' }, pool.idleCount)
+      this.set({ state: 'in_use' }, pool.totalCount - pool.idleCount)
+    }
+  })
+  // eslint-disable-next-line no-new
+  new Gauge({
+    name: 'db_pool_waiting_clients',
+    help: 'Queries waiting for a pool connection (all connections in use)',
+    registers: [registry],
+    collect () { this.set(pool.waitingCount) }
+  })
+  // eslint-disable-next-line no-new
+  new Gauge({
+    name: 'db_pool_max_connections',
+    help: 'Size of the PostgreSQL pool (DB_POOL_SIZE)',
+    registers: [registry],
+    collect () { this.set(pool.options.max) }
+  })
+
+  const passwords = app.passwords
+  // eslint-disable-next-line no-new
+  new Gauge({
+    name: 'password_queue_size',
+    help: 'Password hashes and verifications waiting for a worker thread',
+    registers: [registry],
+    collect () { this.set(passwords.queueSize()) }
+  })
+  const passwordTime = new Histogram({
+    name: 'password_task_duration_seconds',
+    help: 'Time of a bcrypt hash or verification, waiting in the queue included',
+    labelNames: ['op'] as const,
+    buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    registers: [registry]
+  })
+  passwords.onTask((op, seconds) => { passwordTime.observe({ op }, seconds) })
+
+  app.decorate('metrics', {
+    registry,
+    loadShed: (request: FastifyRequest) => { shed.inc({ method: request.method, route: routeLabel(request) }) }
+  })
+
+  app.addHook('onRequest', (request, reply, done) => {
+    inFlight.inc()
+    // 'close' comes once per response, also when the client went away before the end.
+    reply.raw.once('close', () => { inFlight.dec() })
+    done()
+  })
+  app.addHook('onResponse', (request, reply, done) => {
+    const route = routeLabel(request)
+    duration.observe({ method: request.method, route, status_code: reply.statusCode }, reply.elapsedTime / 1000)
+    if (reply.statusCode === 429) rateLimited.inc({ method: request.method, route })
+    done()
+  })
+}
+
+export default fp(metricsPlugin, { name: 'metrics', fastify: '5.x', dependencies: ['prisma', 'passwords'] })

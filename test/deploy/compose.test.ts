@@ -1,0 +1,334 @@
+/**
+ * The deployment as a user runs it (README, "Docker Compose"): the repository's own
+ * docker-compose.yml and Dockerfile, a `.env` made from `.env.example` by setting the values
+ * it asks for, `docker compose up --build` on a throwaway project, then over real HTTP through
+ * the published port: register, login, read, create, change, delete; a restart keeps the
+ * data; `stop` ends the API with exit 0 within its grace period; `down -v` always.
+ *
+ * Needs a Docker engine. It starts one when none answers and gets the base images: pulled,
+ * or, where no registry answers, built by `offline-base-images.sh` (OFFLINE_IMAGES_SCRIPT, or
+ * ../shared/tools/ beside the checkout). If neither works it says why and fails (in CI, or
+ * with COMPOSE_TEST=1) or skips (a developer's machine without Docker).
+ * `npm test` runs it after the rest of the suite (scripts/test.ts); alone:
+ * `npm test -- test/deploy/compose.test.ts`.
+ */
+import { execFile, spawn } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
+import { cp, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
+import os from 'node:os'
+import path from 'node:path'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { promisify } from 'node:util'
+import t from 'tap'
+import { freePort } from '../../src/db/embedded.js'
+import { PROJECT_ROOT } from '../../src/db/prisma-cli.js'
+
+const exec = promisify(execFile)
+const project = `upsci${randomBytes(4).toString('hex')}`
+
+interface Run { code: number, stdout: string, stderr: string }
+
+/** Runs a command, never throwing: its exit code and output. */
+async function run (command: string, args: string[], options: { cwd?: string, timeoutMs?: number } = {}): Promise<Run> {
+  return await new Promise((resolve) => {
+    const child = spawn(command, args, { cwd: options.cwd, stdio: ['ignore', 'pipe', 'pipe'] })
+    let stdout = ''
+    let stderr = ''
+    child.stdout.on('data', (chunk) => { stdout += chunk })
+    child.stderr.on('data', (chunk) => { stderr += chunk })
+    const timer = options.timeoutMs ? setTimeout(() => child.kill('SIGKILL'), options.timeoutMs) : undefined
+    child.on('error', (error) => { clearTimeout(timer); resolve({ code: 127, stdout, stderr: stderr + String(error) }) })
+    child.on('close', (code) => { clearTimeout(timer); resolve({ code: code ?? 1, stdout, stderr }) })
+  })
+}
+
+async function dockerAnswers (): Promise<boolean> {
+  return (await run('docker', ['info'], { timeoutMs: 20_000 })).code === 0
+}
+
+/** `docker compose` (v2 plugin) where there is one, else `docker-compose` (v1, Debian's). */
+async function composeCommand (): Promise<string[]> {
+  if ((await run('docker', ['compose', 'version'])).code === 0) return ['docker', 'compose']
+  return ['docker-compose']
+}
+
+function offlineScript (): string[] {
+  return [
+    process.env.OFFLINE_IMAGES_SCRIPT,
+    path.resolve(PROJECT_ROOT, '../shared/tools/offline-base-images.sh'),
+    '/work/shared/tools/offline-base-images.sh'
+  ].filter((file): file is string => typeof file === 'string' && file !== '')
+}
+
+async function firstExisting (files: string[]): Promise<string | undefined> {
+  for (const file of files) {
+    if (await readFile(file).then(() => true, () => false)) return file
+  }
+  return undefined
+}
+
+/** The base images the Dockerfile and the compose file name, with default build arguments. */
+async function baseImages (): Promise<string[]> {
+  const dockerfile = await readFile(path.join(PROJECT_ROOT, 'Dockerfile'), 'utf8')
+  const args = Object.fromEntries([...dockerfile.matchAll(/^ARG (\w+)=(\S+)/gm)].map((m) => [m[1], m[2]]))
+  const fromDockerfile = [...dockerfile.matchAll(/^FROM (\S+)/gm)].map((m) => m[1]!.replace(/\$\{(\w+)\}/g, (_, name: string) => args[name] ?? ''))
+  const compose = await readFile(path.join(PROJECT_ROOT, 'docker-compose.yml'), 'utf8')
+  const fromCompose = [...compose.matchAll(/^\s+image:\s*(\S+)/gm)].map((m) => m[1]!)
+  return [...new Set([...fromDockerfile, ...fromCompose])]
+}
+
+/** Docker running and the base images present, or a plain reason why not. */
+async function prepareDocker (): Promise<string | undefined> {
+  const images = await baseImages()
+  const script = await firstExisting(offlineScript())
+  if (!await dockerAnswers() && script === undefined && os.userInfo().uid === 0 && (await run('sh', ['-c', 'command -v dockerd'])).code === 0) {
+    // An installed engine that is not running (a fresh boot): start it as the script would.
+    spawn('setsid', ['dockerd'], { stdio: 'ignore', detached: true }).unref()
+    for (let i = 0; i < 60 && !await dockerAnswers(); i++) await sleep(1000)
+  }
+  if (!await dockerAnswers()) {
+    if (script === undefined) return 'no Docker engine answers (`docker info` failed) and no offline-base-images.sh to start one'
+    const started = await run('bash', [script, ...images], { timeoutMs: 900_000 })
+    if (started.code !== 0) return `offline-base-images.sh could not start Docker or build ${images.join(', ')}:\n${started.stdout}${started.stderr}`
+  }
+  const missing: string[] = []
+  for (const image of images) {
+    if ((await run('docker', ['image', 'inspect', image])).code === 0) continue
+    if ((await run('docker', ['pull', image], { timeoutMs: 120_000 })).code === 0) continue
+    missing.push(image)
+  }
+  if (missing.length === 0) return undefined
+  if (script === undefined) return `cannot pull ${missing.join(', ')} and no offline-base-images.sh to build stand-ins`
+  const built = await run('bash', [script, ...missing], { timeoutMs: 900_000 })
+  if (built.code !== 0) return `no registry answers and offline-base-images.sh failed for ${missing.join(', ')}:\n${built.stdout}${built.stderr}`
+  return undefined
+}
+
+/** A copy of the checkout's files (tracked and new, as in the working tree): compose runs there with its own `.env`. */
+async function copyCheckout (): Promise<string> {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'compose-'))
+  const { stdout } = await exec('git', ['ls-files', '-z', '--cached', '--others', '--exclude-standard'], { cwd: PROJECT_ROOT, maxBuffer: 1 << 24 })
+  for (const file of stdout.split('\0').filter(Boolean)) {
+    const from = path.join(PROJECT_ROOT, file)
+    if (!await readFile(from).then(() => true, () => false)) continue // deleted in the working tree
+    await mkdir(path.dirname(path.join(dir, file)), { recursive: true })
+    await cp(from, path.join(dir, file))
+  }
+  return dir
+}
+
+/** `.env.example` with the values a user sets (README, "Docker Compose"). */
+function makeEnv (example: string, values: Record<string, string>): string {
+  let text = example
+  for (const [name, value] of Object.entries(values)) {
+    const line = new RegExp(`^${name}=.*$`, 'm')
+    text = line.test(text) ? text.replace(line, `${name}=${value}`) : `${text}\n${name}=${value}\n`
+  }
+  return text
+}
+
+async function http (base: string, method: string, url: string, body?: unknown, token?: string): Promise<{ status: number, json: any, headers: Headers, text: string }> {
+  const headers: Record<string, string> = {}
+  if (body !== undefined) headers['content-type'] = 'application/json'
+  if (token) headers.authorization = `Bearer ${token}`
+  const res = await fetch(base + url, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) })
+  const text = await res.text()
+  let json: unknown
+  try { json = JSON.parse(text) } catch { json = undefined }
+  return { status: res.status, json, headers: res.headers, text }
+}
+
+async function waitReady (base: string, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs
+  let last = ''
+  while (Date.now() < deadline) {
+    try {
+      const res = await fetch(`${base}/health/ready`, { signal: AbortSignal.timeout(3000) })
+      if (res.status === 200) return
+      last = `${res.status} ${await res.text()}`
+    } catch (error) { last = String(error) }
+    await sleep(1000)
+  }
+  throw new Error(`the API was not ready within ${timeoutMs} ms (last answer: ${last})`)
+}
+
+/** A non-loopback IPv4 address of this machine: "another machine" on the LAN reaches the published port there. */
+function lanAddress (): string | undefined {
+  for (const [name, list] of Object.entries(os.networkInterfaces())) {
+    for (const entry of list ?? []) {
+      if (entry.family === 'IPv4' && !entry.internal && !/^(docker|br-|veth)/.test(name)) return entry.address
+    }
+  }
+  return undefined
+}
+
+/**
+ * What an earlier run left behind when it was killed before its teardown (a runner timeout):
+ * the containers, volumes, networks and images of `upsci*` projects older than this test can
+ * run. A younger project may be another run in progress on the same engine: left alone.
+ */
+async function removeLeftovers (): Promise<void> {
+  const lines = async (args: string[]): Promise<string[]> => (await run('docker', args)).stdout.split('\n').map((s) => s.trim()).filter(Boolean)
+  const cutoff = Date.now() - 40 * 60_000
+  const networks = (await lines(['network', 'ls', '--format', '{{.Name}}'])).filter((name) => /^upsci[0-9a-f]{8}_/.test(name))
+  for (const network of networks) {
+    const created = 1000 * Number((await lines(['network', 'inspect', '--format', '{{.Created.Unix}}', network]))[0])
+    if (!(created < cutoff)) continue
+    const stale = network.slice(0, network.indexOf('_'))
+    const ids = await lines(['ps', '-aq', '--filter', `label=com.docker.compose.project=${stale}`])
+    if (ids.length > 0) await run('docker', ['rm', '-f', ...ids])
+    const volumes = (await lines(['volume', 'ls', '-q'])).filter((name) => name.startsWith(`${stale}_`))
+    if (volumes.length > 0) await run('docker', ['volume', 'rm', ...volumes])
+    await run('docker', ['network', 'rm', network])
+    await run('docker', ['rmi', `${stale}_api`])
+  }
+  // A volume can outlive its network (a `down` cut short): judged by its own age.
+  for (const volume of (await lines(['volume', 'ls', '-q'])).filter((name) => /^upsci[0-9a-f]{8}_/.test(name))) {
+    const created = Date.parse((await lines(['volume', 'inspect', '--format', '{{.CreatedAt}}', volume]))[0] ?? '')
+    if (created < cutoff) await run('docker', ['volume', 'rm', volume])
+  }
+}
+
+// The runner's per-file timeout (package.json) is for unit tests; a cold image build takes minutes.
+t.setTimeout(1_800_000)
+const wanted = process.env.COMPOSE_TEST !== '0'
+t.test('docker compose up --build serves the API from .env.example', { skip: wanted ? false : 'COMPOSE_TEST=0', timeout: 1_500_000 }, async (t) => {
+  const problem = await prepareDocker()
+  if (problem !== undefined) {
+    // In CI (or when asked for) that is a failure; on a developer's machine without Docker, a
+    // plain skip, so that `npm test` still tells the truth about everything else.
+    if (process.env.CI || process.env.COMPOSE_TEST === '1') t.fail(`The compose test cannot run: ${problem}`)
+    else await t.test('the deployment', { skip: `cannot run here: ${problem}. Install Docker, or set COMPOSE_TEST=0` }, async () => {})
+    return
+  }
+  await removeLeftovers()
+  const compose = await composeCommand()
+  const dir = await copyCheckout()
+  const dc = async (args: string[], timeoutMs = 600_000): Promise<Run> => await run(compose[0]!, [...compose.slice(1), '-p', project, ...args], { cwd: dir, timeoutMs })
+  t.teardown(async () => {
+    if (t.passing() === false) {
+      const logs = await dc(['logs', '--no-color', '--tail', '80'])
+      t.comment(`compose logs:\n${logs.stdout}${logs.stderr}`)
+    }
+    await dc(['down', '-v', '--remove-orphans', '--rmi', 'local'])
+    await run('docker', ['image', 'prune', '-f', '--filter', 'label=stage=user-product-service-build'])
+    await rm(dir, { recursive: true, force: true })
+  })
+
+  const example = await readFile(path.join(dir, '.env.example'), 'utf8')
+  await t.test('compose refuses to start without the values .env.example asks for', async (t) => {
+    await writeFile(path.join(dir, '.env'), example)
+    const none = await dc(['config', '-q'])
+    t.not(none.code, 0)
+    t.match(none.stderr, /set DB_PASSWORD in \.env/, 'names DB_PASSWORD')
+    await writeFile(path.join(dir, '.env'), makeEnv(example, { DB_PASSWORD: 'x' }))
+    const noSecret = await dc(['config', '-q'])
+    t.not(noSecret.code, 0)
+    t.match(noSecret.stderr, /set SECRET in \.env/, 'a forgotten SECRET gets compose\'s message, not a restart loop')
+  })
+
+  const port = await freePort()
+  const password = randomBytes(12).toString('hex')
+  const secret = randomBytes(48).toString('base64url')
+  await writeFile(path.join(dir, '.env'), makeEnv(example, { DB_PASSWORD: password, SECRET: secret, PORT: String(port), JWT_EXPIRES_IN: '2h', LOG_LEVEL: 'warn' }))
+  const valid = await dc(['config', '-q'])
+  t.equal(valid.code, 0, `docker compose config is valid: ${valid.stderr}`)
+
+  const up = await dc(['up', '--build', '-d'], 900_000)
+  t.equal(up.code, 0, 'docker compose up --build -d')
+  if (up.code !== 0) { t.comment(up.stdout + up.stderr); return }
+  const base = `http://127.0.0.1:${port}`
+  await waitReady(base, 180_000)
+  t.pass('the API became ready through the published port')
+
+  const containerId = (await dc(['ps', '-q', 'api'])).stdout.trim()
+  await t.test('every .env setting reaches the container; compose overrides only the layout', async (t) => {
+    const env = JSON.parse((await run('docker', ['inspect', '--format', '{{json .Config.Env}}', containerId])).stdout) as string[]
+    const inside = new Map(env.map((line) => [line.slice(0, line.indexOf('=')), line.slice(line.indexOf('=') + 1)]))
+    const overridden: Record<string, string> = { NODE_ENV: 'production', HOST: '0.0.0.0', PORT: '3000', DATABASE_URL: '', DB_HOST: 'db', DB_PORT: '5432' }
+    for (const [, name] of example.matchAll(/^([A-Z_][A-Z0-9_]*)=/gm)) {
+      t.ok(inside.has(name!), `${name} is passed`)
+      if (name! in overridden) t.equal(inside.get(name!), overridden[name!], `${name} set by compose`)
+    }
+    t.equal(inside.get('SECRET'), secret)
+    t.equal(inside.get('JWT_EXPIRES_IN'), '2h')
+    const user = (await run('docker', ['exec', containerId, 'id', '-un'])).stdout.trim()
+    t.equal(user, 'node', 'the API runs as the non-root node user')
+  })
+
+  const alice = { username: `alice_${project}`, email: `alice_${project}@example.com`, password: 'wonderland rabbit hole' }
+  let token = ''
+  let userId = 0
+  let kept = 0
+  await t.test('register -> login -> read -> create -> change -> delete, over HTTP', async (t) => {
+    const created = await http(base, 'POST', '/api/auth/register', alice)
+    t.equal(created.status, 201, created.text)
+    userId = created.json.id
+    t.notOk('passwordHash' in created.json || 'password' in created.json, 'no password in the answer')
+    const login = await http(base, 'POST', '/api/auth/login', { username: alice.username, password: alice.password })
+    t.equal(login.status, 200, login.text)
+    token = login.json.token
+    const claims = JSON.parse(Buffer.from(token.split('.')[1]!, 'base64url').toString()) as { iat: number, exp: number }
+    t.equal(claims.exp - claims.iat, 7200, 'JWT_EXPIRES_IN=2h from .env is used')
+    t.equal((await http(base, 'GET', `/api/user/${userId}`, undefined, token)).json.username, alice.username)
+    t.equal((await http(base, 'GET', `/api/user/${userId}`)).status, 401, 'no token: 401')
+    const lamp = await http(base, 'POST', '/api/product', { title: 'Desk lamp', description: 'Warm light', amount: 2599 }, token)
+    t.equal(lamp.status, 201, lamp.text)
+    kept = lamp.json.id
+    const chair = await http(base, 'POST', '/api/product', { title: 'Chair', amount: 4900 }, token)
+    t.equal(chair.status, 201)
+    const email = `new_${project}@example.com`
+    const changed = await http(base, 'PATCH', `/api/user/${userId}`, { email }, token)
+    t.equal(changed.status, 200, changed.text)
+    t.equal(changed.json.user.email, email)
+    t.equal((await http(base, 'DELETE', `/api/product/${chair.json.id}`, undefined, token)).status, 204)
+    t.equal((await http(base, 'GET', `/api/product/${chair.json.id}`)).status, 404)
+    const bob = { username: `bob_${project}`, email: `bob_${project}@example.com`, password: 'leaving the service' }
+    const bobId = (await http(base, 'POST', '/api/user', bob)).json.id as number
+    const bobToken = (await http(base, 'POST', '/api/auth/login', { username: bob.username, password: bob.password })).json.token as string
+    const gone = await http(base, 'DELETE', `/api/user/${bobId}`, { password: bob.password }, bobToken)
+    t.equal(gone.status, 204, `a user deletes their own account: ${gone.text}`)
+    t.equal((await http(base, 'POST', '/api/auth/login', { username: bob.username, password: bob.password })).status, 401, 'and cannot log in any more')
+    const bad = await http(base, 'POST', '/api/product', '{', token)
+    t.equal(bad.status, 400, 'bad input: a 4xx problem')
+    t.match(bad.headers.get('content-type'), /application\/problem\+json/)
+  })
+
+  await t.test('the OpenAPI page works over plain HTTP from another machine', async (t) => {
+    const address = lanAddress()
+    if (address === undefined) { t.comment('this machine has no LAN address: the page is fetched on loopback only') }
+    const host = address ?? '127.0.0.1'
+    const page = await fetch(`http://${host}:${port}/docs`)
+    t.equal(page.status, 200)
+    const csp = page.headers.get('content-security-policy') ?? ''
+    t.match(csp, /script-src 'self'/, 'a strict CSP')
+    t.notMatch(csp, /upgrade-insecure-requests/, 'scripts are not forced to https')
+    const html = await page.text()
+    const scripts = [...html.matchAll(/<script[^>]+src="([^"]+)"/g)].map((m) => m[1]!)
+    t.ok(scripts.length > 0, 'the page loads scripts')
+    for (const src of scripts) {
+      const url = new URL(src, `http://${host}:${port}/docs`)
+      t.equal(url.protocol, 'http:', `${src} over http`)
+      t.equal((await fetch(url)).status, 200, `${src} loads`)
+    }
+  })
+
+  await t.test('docker compose restart api: the data is still there', async (t) => {
+    t.equal((await dc(['restart', 'api'])).code, 0)
+    await waitReady(base, 120_000)
+    const login = await http(base, 'POST', '/api/auth/login', { username: alice.username, password: alice.password })
+    t.equal(login.status, 200, 'the user survives')
+    t.equal((await http(base, 'GET', `/api/product/${kept}`)).json.title, 'Desk lamp', 'the product survives')
+    t.equal((await http(base, 'GET', `/api/user/${userId}`, undefined, token)).status, 200, 'a token from before the restart still works (SECRET from .env)')
+  })
+
+  await t.test('docker compose stop: the API exits 0 within its grace period', async (t) => {
+    const started = Date.now()
+    t.equal((await dc(['stop', 'api'])).code, 0)
+    const took = Date.now() - started
+    const state = JSON.parse((await run('docker', ['inspect', '--format', '{{json .State}}', containerId])).stdout) as { ExitCode: number, Running: boolean }
+    t.equal(state.Running, false)
+    t.equal(state.ExitCode, 0, 'graceful close: exit 0 (SIGKILL after the grace period would be 137)')
+    t.ok(took < 20_000, `stopped in ${took} ms, under stop_grace_period (20 s)`)
+  })
+})

@@ -1,0 +1,111 @@
+/**
+ * Load shedding (src/plugins/load-shedding.ts): a really blocked event loop (a busy loop in
+ * this process, the app's own) makes requests answer 503 OVERLOADED in problem details with
+ * Retry-After, `/health/ready` included; `/health/live` and `/metrics` are still served;
+ * the shedding is counted and ends by itself once the loop is free again.
+ */
+import t from 'tap'
+import { assertProblem } from '../helpers/assertions.js'
+import { loadConfig } from '../../src/config.js'
+import { sqlPool } from '../../src/db/client.js'
+import { build, TEST_ENV, type TestApp } from '../helpers/build.js'
+
+const ADMIN_KEY = TEST_ENV.ADMIN_API_KEYS!.split(',')[0]!
+const THRESHOLD_MS = 100
+const SHEDDING_ENV = { MAX_EVENT_LOOP_DELAY_MS: String(THRESHOLD_MS), LOAD_SHED_SAMPLE_MS: '200', LOAD_SHED_RETRY_AFTER_S: '3' }
+
+/** Blocks the event loop (this process's, so the app's) for `ms`. */
+function busy (ms: number): void {
+  const end = Date.now() + ms
+  while (Date.now() < end) { /* the event loop is blocked */ }
+}
+
+/** Blocks the loop, then waits (a few turns) until the app's sampler has seen the delay. */
+async function blockUntilSeen (app: TestApp): Promise<number> {
+  // 3 s blocked within a 200 ms sample of 10 ms ticks: a mean delay of at least ~130 ms.
+  busy(3000)
+  const until = Date.now() + 2000
+  while (Date.now() < until) {
+    const { eventLoopDelay } = app.memoryUsage()
+    if (eventLoopDelay > THRESHOLD_MS) return eventLoopDelay
+    await new Promise((resolve) => setImmediate(resolve))
+  }
+  throw new Error('the sampler never saw the blocked loop')
+}
+
+t.test('a blocked event loop: 503 OVERLOADED with Retry-After; live and metrics served; then recovery', async (t) => {
+  const app = await build(t, { env: SHEDDING_ENV })
+  t.equal((await app.inject({ method: 'GET', url: '/api/product' })).statusCode, 200, 'served before')
+
+  const delay = await blockUntilSeen(app)
+  t.ok(delay > THRESHOLD_MS, `the sampler saw ${Math.round(delay)} ms of delay`)
+  // All at once, within the same sample.
+  const [product, ready, login, live, metrics] = await Promise.all([
+    app.inject({ method: 'GET', url: '/api/product' }),
+    app.inject({ method: 'GET', url: '/health/ready' }),
+    app.inject({ method: 'POST', url: '/api/auth/login', payload: { username: 'someone', password: 'a password' } }),
+    app.inject({ method: 'GET', url: '/health/live' }),
+    app.inject({ method: 'GET', url: '/metrics', headers: { authorization: `Bearer ${ADMIN_KEY}` } })
+  ])
+  for (const [name, res] of [['GET /api/product', product], ['GET /health/ready', ready], ['POST /api/auth/login', login]] as const) {
+    const body = assertProblem(t, res, 503, 'OVERLOADED')
+    t.equal(res.headers['retry-after'], '3', `${name}: Retry-After`)
+    t.match(body.detail, /overloaded \(event loop delay (over )?\d+ ms\)/, `${name}: detail`)
+  }
+  t.equal(live.statusCode, 200, '/health/live never sheds')
+  t.equal(metrics.statusCode, 200, '/metrics is served while shedding')
+
+  // Recovery: once a sample without the block is taken, requests are served again.
+  const start = Date.now()
+  let status = 503
+  while (status === 503 && Date.now() - start < 10_000) {
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    status = (await app.inject({ method: 'GET', url: '/api/product' })).statusCode
+  }
+  t.equal(status, 200, `served again ${Date.now() - start} ms later`)
+  t.equal((await app.inject({ method: 'GET', url: '/health/ready' })).statusCode, 200, 'ready again')
+
+  const text = (await app.inject({ method: 'GET', url: '/metrics', headers: { authorization: `Bearer ${ADMIN_KEY}` } })).body
+  t.match(text, /^http_load_shed_total\{method="GET",route="\/api\/product"\} [1-9]/m, 'shed requests counted by route')
+  t.match(text, /^http_load_shed_total\{method="GET",route="\/health\/ready"\} 1$/m)
+  t.match(text, /^http_load_shed_total\{method="POST",route="\/api\/auth\/login"\} 1$/m)
+  t.match(text, /^http_request_duration_seconds_count\{method="GET",route="\/health\/ready",status_code="503"\} 1$/m)
+})
+
+t.test('a full database pool: past LOAD_SHED_MAX_DB_WAITING queued queries, 503 OVERLOADED at once; then recovery', async (t) => {
+  const app = await build(t, { env: { DB_POOL_SIZE: '1', LOAD_SHED_MAX_DB_WAITING: '2' } })
+  t.equal((await app.inject({ method: 'GET', url: '/api/product' })).statusCode, 200, 'served before')
+  const pool = sqlPool(app.prisma)
+  // The one connection busy for 1.5 s, and two queries queued behind it.
+  const held = [pool.query('SELECT pg_sleep(1.5)'), pool.query('SELECT 1'), pool.query('SELECT 1')]
+  t.ok(pool.waitingCount >= 2, `${pool.waitingCount} queries wait for the connection`)
+  const started = Date.now()
+  const [product, ready, live] = await Promise.all([
+    app.inject({ method: 'GET', url: '/api/product' }),
+    app.inject({ method: 'GET', url: '/health/ready' }),
+    app.inject({ method: 'GET', url: '/health/live' })
+  ])
+  const body = assertProblem(t, product, 503, 'OVERLOADED')
+  t.match(body.detail, /[2-9] requests waiting for a database connection/)
+  t.equal(product.headers['retry-after'], '2', 'Retry-After (LOAD_SHED_RETRY_AFTER_S default)')
+  assertProblem(t, ready, 503, 'OVERLOADED')
+  t.equal(live.statusCode, 200, '/health/live never sheds')
+  t.ok(Date.now() - started < 1000, 'refused at once, not after waiting for the pool')
+  await Promise.all(held)
+  t.equal((await app.inject({ method: 'GET', url: '/api/product' })).statusCode, 200, 'served again once the queue is gone')
+})
+
+t.test('MAX_EVENT_LOOP_DELAY_MS=0 never sheds', async (t) => {
+  const app = await build(t, { env: { ...SHEDDING_ENV, MAX_EVENT_LOOP_DELAY_MS: '0' } })
+  t.equal(typeof (app as Partial<TestApp>).isUnderPressure, 'undefined', 'under-pressure is not registered')
+  busy(1000)
+  t.equal((await app.inject({ method: 'GET', url: '/api/product' })).statusCode, 200)
+})
+
+t.test('the default threshold is on', async (t) => {
+  const { MAX_EVENT_LOOP_DELAY_MS: _off, ...env } = TEST_ENV
+  t.equal(loadConfig(env, false).MAX_EVENT_LOOP_DELAY_MS, 200, 'default 200 ms')
+  const app = await build(t, { env: { MAX_EVENT_LOOP_DELAY_MS: '200' } })
+  t.equal(typeof app.isUnderPressure, 'function')
+  t.equal(app.isUnderPressure(), false)
+})
