@@ -18,8 +18,12 @@ import { authBudget as createAuthBudget } from './modules/auth/budget.js'
 import { authRoutes } from './modules/auth/routes.js'
 import { healthRoutes } from './modules/health/routes.js'
 import { metricsRoutes } from './modules/metrics/routes.js'
+import productsRepository from './modules/products/repository.js'
 import { productRoutes } from './modules/products/routes.js'
+import productsService from './modules/products/service.js'
+import usersRepository from './modules/users/repository.js'
 import { userRoutes } from './modules/users/routes.js'
+import usersService from './modules/users/service.js'
 import authentication from './plugins/authentication.js'
 import contentCoding from './plugins/content-coding.js'
 import errorHandler from './plugins/error-handler.js'
@@ -91,17 +95,23 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
     queryTimeoutMillis: config.DB_QUERY_TIMEOUT_MS
   })
   await app.register(password, { cost: config.BCRYPT_COST })
-  await app.register(authentication, { secret: config.SECRET, expiresIn: config.JWT_EXPIRES_IN })
   await app.register(metrics)
   await app.register(loadShedding, { maxEventLoopDelayMs: config.MAX_EVENT_LOOP_DELAY_MS, sampleIntervalMs: config.LOAD_SHED_SAMPLE_MS, maxDbWaiting: config.LOAD_SHED_MAX_DB_WAITING, retryAfterSeconds: config.LOAD_SHED_RETRY_AFTER_S })
+
+  // Data access and services, each built once (docs/architecture.md); routes call the services.
+  await app.register(usersRepository)
+  await app.register(productsRepository)
+  await app.register(authentication, { secret: config.SECRET, expiresIn: config.JWT_EXPIRES_IN, findUser: app.usersRepository.findTokenUser })
+  // One budget of password guesses per account, for login and the current-password checks.
+  const guesses = accountLimiter({ max: config.LOGIN_FAILURES_MAX, timeWindow: config.LOGIN_FAILURES_WINDOW_MS })
+  await app.register(usersService, { guesses })
+  await app.register(productsService)
 
   // One per-client budget for every request that costs a bcrypt computation.
   const authBudget = createAuthBudget({ max: config.RATE_LIMIT_AUTH_MAX, timeWindow: config.RATE_LIMIT_AUTH_WINDOW_MS })
   await app.register(healthRoutes, { prefix: '/health', readyTimeoutMs: config.HEALTH_READY_TIMEOUT_MS })
-  // One budget of password guesses per account, for login and the current-password checks.
-  const guesses = accountLimiter({ max: config.LOGIN_FAILURES_MAX, timeWindow: config.LOGIN_FAILURES_WINDOW_MS })
-  await app.register(authRoutes, { prefix: '/api/auth', authBudget, guesses, expiresIn: config.JWT_EXPIRES_IN })
-  await app.register(userRoutes, { prefix: '/api/user', authBudget, guesses, accountChanges: { max: config.ACCOUNT_CHANGES_MAX, timeWindow: config.ACCOUNT_CHANGES_WINDOW_MS } })
+  await app.register(authRoutes, { prefix: '/api/auth', authBudget, expiresIn: config.JWT_EXPIRES_IN })
+  await app.register(userRoutes, { prefix: '/api/user', authBudget, accountChanges: { max: config.ACCOUNT_CHANGES_MAX, timeWindow: config.ACCOUNT_CHANGES_WINDOW_MS } })
   await app.register(productRoutes, { prefix: '/api/product' })
   // One budget of wrong admin keys per client for /api/admin and /metrics together.
   const keyFailures = { max: config.ADMIN_KEY_FAILURES_MAX, timeWindow: config.ADMIN_KEY_FAILURES_WINDOW_MS, store: new MemoryAttemptStore() }

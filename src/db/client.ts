@@ -1,8 +1,9 @@
 /**
  * Creates the Prisma client on the `pg` driver adapter (no native query engine), over a
- * `pg` pool of our own that `sqlPool` also hands out: the per-request token check
- * (src/plugins/authentication.ts) reads through it directly, because Prisma compiles
- * every query anew (about 40% of that route's CPU, bench/README.md "Profile").
+ * `pg` pool of our own that `sqlPool` also hands out: the users repository's hot reads (the
+ * token's user on every authenticated request, the login account) are prepared statements
+ * on it, because Prisma compiles every query anew (about 40% of that route's CPU,
+ * bench/README.md "Profile"); health, metrics and load shedding read its state.
  */
 import { PrismaPg } from '@prisma/adapter-pg'
 import pg from 'pg'

@@ -1,5 +1,5 @@
-/** Schema atoms shared by the modules: ids, timestamps, pagination. */
-import { Type } from 'typebox'
+/** Schema atoms shared by the modules: ids, timestamps, pages, empty answers. */
+import { Type, type Static, type TSchema } from 'typebox'
 
 /** A timestamp: a `Date` in handlers, an ISO 8601 string on the wire. */
 export const Timestamp = Type.Unsafe<Date>(Type.String({ format: 'date-time' }))
@@ -9,16 +9,33 @@ export const Id = Type.Integer({ minimum: 1, maximum: 2_147_483_647, description
 
 export const IdParams = Type.Object({ id: Id }, { additionalProperties: false })
 
+/** The query of every paged list: `limit` (default 20) and the `cursor` a previous page gave. */
+export const PageQuery = Type.Object({
+  limit: Type.Integer({ minimum: 1, maximum: 100, default: 20, description: 'page size (max 100)' }),
+  cursor: Type.Optional(Type.Integer({ minimum: 0, maximum: 2_147_483_647, description: 'the `nextCursor` of the previous page' }))
+}, { additionalProperties: false })
+/** After validation: the default has filled in `limit`. */
+export type PageQueryInput = Static<typeof PageQuery>
+
+/** A page of `items` in id order and the cursor of the next one. */
+export function Page<T extends TSchema> (item: T) {
+  return Type.Object({
+    items: Type.Array(item),
+    nextCursor: Type.Union([Type.Integer(), Type.Null()], { description: 'pass as `cursor` for the next page; null on the last page' })
+  })
+}
+export interface PageOf<T> { items: T[], nextCursor: number | null }
+
 /**
  * Keyset pagination: given up to `limit + 1` rows in id order, the page and the cursor of
  * the next one (null when the extra row was not there, i.e. on the last page).
  */
-export function keysetPage<T extends { id: number }> (rows: T[], limit: number): { items: T[], nextCursor: number | null } {
+export function keysetPage<T extends { id: number }> (rows: T[], limit: number): PageOf<T> {
   const items = rows.slice(0, limit)
   return { items, nextCursor: rows.length > limit ? items[items.length - 1]!.id : null }
 }
 
-export const Pagination = Type.Object({
-  limit: Type.Integer({ minimum: 1, maximum: 100, default: 20, description: 'page size (max 100)' }),
-  cursor: Type.Optional(Type.Integer({ minimum: 0, maximum: 2_147_483_647, description: 'the `nextCursor` of the previous page' }))
-}, { additionalProperties: false })
+/** The response of a route that answers 204 with no body. */
+export function NoContent (description: string) {
+  return Type.Null({ description })
+}

@@ -3,16 +3,16 @@
  * `authenticate` hook protected routes run on `onRequest` (before the body is read).
  * A token is accepted only when its user still exists and its `ver` claim equals the
  * user's token version, which a password change bumps: deleting a user or changing the
- * password revokes every earlier token. The check loads the public user record once and
- * keeps it on `request.currentUser`, so a route that needs that record asks no second query.
+ * password revokes every earlier token. The check loads the public user record once, with
+ * the `findUser` it is given (the users repository's prepared statement), and keeps it on
+ * `request.currentUser`, so a route that needs that record asks no second query.
  */
 import fastifyJwt from '@fastify/jwt'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
-import type pg from 'pg'
-import { sqlPool } from '../db/client.js'
 import { Unauthorized } from '../lib/problem.js'
-import type { PublicUser } from '../modules/users/repository.js'
+import type { TokenUser } from '../modules/users/repository.js'
+import type { PublicUser } from '../modules/users/schemas.js'
 
 export interface TokenClaims {
   /** The user id, as a string (RFC 7519). */
@@ -42,6 +42,8 @@ declare module 'fastify' {
 export interface AuthenticationOptions {
   secret: string
   expiresIn: string
+  /** The user a token names, with its token version, or null: runs on every authenticated request. */
+  findUser: (id: number) => Promise<TokenUser | null>
 }
 
 const ALGORITHM = 'HS256'
@@ -64,7 +66,7 @@ async function authentication (app: FastifyInstance, options: AuthenticationOpti
   })
 
   app.decorateRequest('currentUser', null)
-  const pool = sqlPool(app.prisma)
+  const { findUser } = options
 
   app.decorate('signToken', async function signToken (user: { id: number, tokenVersion: number }) {
     return app.jwt.sign({ sub: String(user.id), ver: user.tokenVersion })
@@ -81,7 +83,7 @@ async function authentication (app: FastifyInstance, options: AuthenticationOpti
     if (id === undefined || !Number.isSafeInteger(claims.ver)) {
       throw new Unauthorized('The token is not one this service issued')
     }
-    const user = await findTokenUser(pool, id)
+    const user = await findUser(id)
     if (user === null || user.tokenVersion !== claims.ver) {
       throw new Unauthorized('The token has been revoked')
     }
@@ -89,25 +91,6 @@ async function authentication (app: FastifyInstance, options: AuthenticationOpti
     request.currentUser = publicUser
   })
 }
-
-/**
- * The user a token names, with its token version: one prepared statement on Prisma's own
- * pool instead of `prisma.user.findUnique`, whose query compilation was about 40% of the
- * CPU of an authenticated read (bench/README.md, "Profile"). Keep the columns in step
- * with `publicUserSelect`; test/tokens.test.ts covers this path.
- */
-async function findTokenUser (pool: pg.Pool, id: number): Promise<(PublicUser & { tokenVersion: number }) | null> {
-  try {
-    const { rows } = await pool.query<PublicUser & { tokenVersion: number }>({ name: 'token-user', text: TOKEN_USER_SQL, values: [id] })
-    return rows[0] ?? null
-  } catch (error) {
-    // Wrapped so the error handler's classifier reads the driver error as the cause,
-    // as it does for Prisma's (unreachable database or missing table: 503).
-    throw new Error(`Reading the token's user failed: ${(error as Error).message}`, { cause: error })
-  }
-}
-
-const TOKEN_USER_SQL = 'SELECT id, username, email, created_at AS "createdAt", updated_at AS "updatedAt", token_version AS "tokenVersion" FROM users WHERE id = $1'
 
 function describeJwtError (error: unknown): string {
   const code = (error as { code?: string }).code
@@ -119,4 +102,4 @@ function describeJwtError (error: unknown): string {
   }
 }
 
-export default fp(authentication, { name: 'authentication', fastify: '5.x', dependencies: ['prisma'] })
+export default fp(authentication, { name: 'authentication', fastify: '5.x' })

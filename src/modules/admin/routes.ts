@@ -4,14 +4,11 @@
  * and the key-auth hook is encapsulated in this plugin: no other route is affected.
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { NotFound } from '../../lib/problem.js'
 import { problems } from '../../lib/responses.js'
-import { IdParams, Pagination } from '../../lib/schemas.js'
+import { IdParams, NoContent, Page, PageQuery } from '../../lib/schemas.js'
 import keyAuth from '../../plugins/keyauth/index.js'
-import { productsRepository } from '../products/repository.js'
-import { usersRepository } from '../users/repository.js'
+import { User } from '../users/schemas.js'
 import { adminApiKey, adminKeyAuthOptions, type KeyFailureLimit } from './api-keys.js'
-import { AdminUserPage } from './schemas.js'
 
 export interface AdminRoutesOptions {
   /** ADMIN_API_KEYS: comma-separated keys; empty refuses every request. */
@@ -20,20 +17,21 @@ export interface AdminRoutesOptions {
   keyFailures: KeyFailureLimit
 }
 
-const deleted = { type: 'null', description: 'deleted' } as const
+/** Users leave through the public `User` schema, never with a password hash. */
+const UserPage = Page(User)
+const deleted = NoContent('deleted')
 
 export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async (app, options) => {
   await app.register(keyAuth, adminKeyAuthOptions(options.apiKeys, app.log, options.keyFailures))
-  const users = usersRepository(app.prisma)
-  const products = productsRepository(app.prisma)
+  const { users, products } = app
 
   app.get('/users', {
     schema: {
       tags: ['admin'],
       summary: 'List users, oldest first, a page at a time',
       security: adminApiKey,
-      querystring: Pagination,
-      response: { 200: AdminUserPage, ...problems(400, 401, 429) }
+      querystring: PageQuery,
+      response: { 200: UserPage, ...problems(400, 401, 429) }
     }
   }, async (request) => await users.page(request.query))
 
@@ -46,8 +44,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
       response: { 204: deleted, ...problems(400, 401, 404, 429) }
     }
   }, async (request, reply) => {
-    const { id } = request.params
-    if (!await users.delete(id)) throw new NotFound(`User ${id} does not exist`)
+    await users.delete(request.params.id)
     return reply.code(204).send(null)
   })
 
@@ -60,8 +57,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
       response: { 204: deleted, ...problems(400, 401, 404, 429) }
     }
   }, async (request, reply) => {
-    const { id } = request.params
-    if (!await products.delete(id)) throw new NotFound(`Product ${id} does not exist`)
+    await products.delete(request.params.id)
     return reply.code(204).send(null)
   })
 }

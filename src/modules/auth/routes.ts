@@ -7,23 +7,17 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { BadRequest } from '../../lib/problem.js'
 import { problems } from '../../lib/responses.js'
 import { registrationRoute } from '../users/registration.js'
-import { usersService } from '../users/service.js'
-import type { AccountLimiter } from './account-limit.js'
 import type { AuthBudget } from './budget.js'
 import { LoginBody, LoginResult } from './schemas.js'
 
 export interface AuthRoutesOptions {
   /** The per-client budget of bcrypt-costing requests (shared with the user routes). */
   authBudget: AuthBudget
-  /** The per-account budget of password guesses (shared with the user routes). */
-  guesses: AccountLimiter
   expiresIn: string
 }
 
 export const authRoutes: FastifyPluginAsyncTypebox<AuthRoutesOptions> = async (app, options) => {
-  const service = usersService(app, { guesses: options.guesses })
-
-  registrationRoute(app, service, { url: '/register', tag: 'auth', variant: 'A', authBudget: options.authBudget })
+  registrationRoute(app, { url: '/register', tag: 'auth', variant: 'A', authBudget: options.authBudget })
 
   app.post('/login', {
     onRequest: options.authBudget,
@@ -39,7 +33,7 @@ export const authRoutes: FastifyPluginAsyncTypebox<AuthRoutesOptions> = async (a
     if (login === undefined || (username !== undefined && identity !== undefined)) {
       throw new BadRequest('Send exactly one of `username` and `identity`')
     }
-    const { token, userId } = await service.login(login, password, reply)
+    const { token, userId } = await app.users.login(login, password, reply)
     return { token, tokenType: 'Bearer' as const, expiresIn: options.expiresIn, userId }
   })
 }

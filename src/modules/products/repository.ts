@@ -1,18 +1,20 @@
-/** Prisma access for products. */
+/** Database access for products, built once and decorated as `app.productsRepository` (docs/architecture.md). */
+import type { FastifyInstance } from 'fastify'
+import fp from 'fastify-plugin'
 import type { PrismaClient } from '../../generated/prisma/client.js'
 import { isForeignKeyViolation } from '../../db/errors.js'
-import { keysetPage } from '../../lib/schemas.js'
+import { keysetPage, type PageQueryInput } from '../../lib/schemas.js'
 
 export function productsRepository (prisma: PrismaClient) {
   return {
-    /** A page in id order; fetches one extra row to know whether another page follows. */
-    async page (page: { limit: number, cursor?: number }) {
+    /** A page in id order (see `keysetPage`). */
+    async page (query: PageQueryInput) {
       const rows = await prisma.product.findMany({
-        where: page.cursor === undefined ? {} : { id: { gt: page.cursor } },
+        where: query.cursor === undefined ? {} : { id: { gt: query.cursor } },
         orderBy: { id: 'asc' },
-        take: page.limit + 1
+        take: query.limit + 1
       })
-      return keysetPage(rows, page.limit)
+      return keysetPage(rows, query.limit)
     },
 
     async findById (id: number) {
@@ -46,3 +48,15 @@ export function productsRepository (prisma: PrismaClient) {
     }
   }
 }
+
+export type ProductsRepository = ReturnType<typeof productsRepository>
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    productsRepository: ProductsRepository
+  }
+}
+
+export default fp(async function productsRepositoryPlugin (app: FastifyInstance) {
+  app.decorate('productsRepository', productsRepository(app.prisma))
+}, { name: 'products-repository', fastify: '5.x', dependencies: ['prisma'] })

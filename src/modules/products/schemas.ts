@@ -1,11 +1,14 @@
-import { Type } from 'typebox'
-import { Id, Timestamp } from '../../lib/schemas.js'
+/** Schemas of the product resource; the TypeScript types come from them. */
+import { Type, type Static } from 'typebox'
+import { Id, Page, Timestamp } from '../../lib/schemas.js'
 
 export const CreateProductBody = Type.Object({
   title: Type.String({ minLength: 1, maxLength: 200 }),
   description: Type.String({ maxLength: 5000, default: '' }),
   amount: Type.Integer({ minimum: 0, maximum: 2_147_483_647, description: 'a whole number, e.g. a price in cents' })
 }, { additionalProperties: false })
+/** After validation: the default has filled in `description`. */
+export type CreateProductInput = Static<typeof CreateProductBody>
 
 export const Product = Type.Object({
   id: Id,
@@ -17,7 +20,4 @@ export const Product = Type.Object({
   updatedAt: Timestamp
 })
 
-export const ProductPage = Type.Object({
-  items: Type.Array(Product),
-  nextCursor: Type.Union([Type.Integer(), Type.Null()], { description: 'pass as `cursor` for the next page; null on the last page' })
-})
+export const ProductPage = Page(Product)

@@ -7,7 +7,6 @@ import type { FastifyInstance } from 'fastify'
 import { problems } from '../../lib/responses.js'
 import type { AuthBudget } from '../auth/budget.js'
 import { RegisterBody, User } from './schemas.js'
-import type { usersService } from './service.js'
 
 export interface RegistrationRouteOptions {
   url: string
@@ -17,7 +16,7 @@ export interface RegistrationRouteOptions {
   authBudget: AuthBudget
 }
 
-export function registrationRoute (app: FastifyInstance, service: ReturnType<typeof usersService>, options: RegistrationRouteOptions): void {
+export function registrationRoute (app: FastifyInstance, options: RegistrationRouteOptions): void {
   app.withTypeProvider<TypeBoxTypeProvider>().post(options.url, {
     onRequest: options.authBudget,
     schema: {
@@ -27,6 +26,6 @@ export function registrationRoute (app: FastifyInstance, service: ReturnType<typ
       response: { 201: User, ...problems(400, 409, 413, 415, 429) }
     }
   }, async (request, reply) => {
-    return reply.code(201).send(await service.register(request.body))
+    return reply.code(201).send(await app.users.register(request.body))
   })
 }

@@ -1,23 +1,32 @@
-/** Prisma access for users. Only `publicUserSelect` fields ever leave this module's callers. */
+/**
+ * Database access for users, built once and decorated as `app.usersRepository`
+ * (docs/architecture.md). Only the public columns (`User` in ./schemas.ts) ever leave it,
+ * except the credentials the users service and the token check need.
+ * Reads that run on every request (the token's user) or on every login are prepared
+ * statements on Prisma's own pg pool: Prisma compiles each query anew, which was about 40%
+ * of the CPU of an authenticated read (bench/README.md, "Where the CPU of GET /api/user/:id goes").
+ */
+import type { FastifyInstance } from 'fastify'
+import fp from 'fastify-plugin'
 import { sqlPool } from '../../db/client.js'
 import type { PrismaClient } from '../../generated/prisma/client.js'
-import { keysetPage } from '../../lib/schemas.js'
+import { keysetPage, type PageOf, type PageQueryInput } from '../../lib/schemas.js'
+import type { PublicUser } from './schemas.js'
 
-export const publicUserSelect = {
-  id: true,
-  username: true,
-  email: true,
-  createdAt: true,
-  updatedAt: true
-} as const
+/** Each field of the `User` schema and its column: `satisfies` fails the build when the schema gains or loses a field. */
+const PUBLIC_COLUMNS = {
+  id: 'id',
+  username: 'username',
+  email: 'email',
+  createdAt: 'created_at',
+  updatedAt: 'updated_at'
+} as const satisfies Record<keyof PublicUser, string>
 
-export interface PublicUser {
-  id: number
-  username: string
-  email: string
-  createdAt: Date
-  updatedAt: Date
-}
+/** The Prisma `select` of a public user. */
+const publicUserSelect = Object.fromEntries(Object.keys(PUBLIC_COLUMNS).map((field) => [field, true])) as Record<keyof PublicUser, true>
+
+/** A public user with the version its tokens must carry (src/plugins/authentication.ts). */
+export type TokenUser = PublicUser & { tokenVersion: number }
 
 /** The account a login name names, if any, and the name folded as the database folds it. */
 export interface LoginAccount {
@@ -25,6 +34,9 @@ export interface LoginAccount {
   folded: string
   credentials: { id: number, passwordHash: string, tokenVersion: number } | null
 }
+
+const TOKEN_USER_SQL = `SELECT ${Object.entries(PUBLIC_COLUMNS).map(([field, column]) => `${column} AS "${field}"`).join(', ')},
+  token_version AS "tokenVersion" FROM users WHERE id = $1`
 
 // One row whether or not the account exists: the name folded by the database (citext
 // compares `lower()` of both sides under the database's collation, so this is the one
@@ -36,33 +48,40 @@ const loginSql = (column: 'username' | 'email') =>
 const LOGIN_SQL = { username: loginSql('username'), email: loginSql('email') }
 
 export function usersRepository (prisma: PrismaClient) {
+  const pool = sqlPool(prisma)
+
+  /** Rows of a named (prepared) statement; a driver error is wrapped as the cause, where the error handler's classifier reads it (503 when the database is unreachable). */
+  async function prepared<Row extends object> (name: string, text: string, values: unknown[]): Promise<Row[]> {
+    try {
+      return (await pool.query<Row>({ name, text, values })).rows
+    } catch (error) {
+      throw new Error(`Query ${name} failed: ${(error as Error).message}`, { cause: error })
+    }
+  }
+
   return {
+    /** The user a token names, with its token version; run on every authenticated request. */
+    async findTokenUser (id: number): Promise<TokenUser | null> {
+      const [row] = await prepared<TokenUser>('token-user', TOKEN_USER_SQL, [id])
+      return row ?? null
+    },
+
     /**
      * The account of a login name, by username or e-mail (both case-insensitive: citext),
-     * with the database's folding of the name. One prepared statement on the pg pool.
+     * with the database's folding of the name.
      */
     async findLoginAccount (login: { username: string } | { email: string }): Promise<LoginAccount> {
       const column = 'email' in login ? 'email' : 'username'
       const name = 'email' in login ? login.email : login.username
       type Row = { folded: string, id: number | null, passwordHash: string | null, tokenVersion: number | null }
-      let row: Row | undefined
-      try {
-        ({ rows: [row] } = await sqlPool(prisma).query<Row>({ name: `login-account-${column}`, text: LOGIN_SQL[column], values: [name] }))
-      } catch (error) {
-        // Wrapped so the error handler's classifier reads the driver error as the cause.
-        throw new Error(`Reading the login's account failed: ${(error as Error).message}`, { cause: error })
-      }
+      const [row] = await prepared<Row>(`login-account-${column}`, LOGIN_SQL[column], [name])
       if (row === undefined) throw new Error('The login query returned no row')
       const credentials = row.id === null ? null : { id: row.id, passwordHash: row.passwordHash!, tokenVersion: row.tokenVersion! }
       return { folded: row.folded, credentials }
     },
 
-    async create (data: { username: string, email: string, passwordHash: string }): Promise<PublicUser & { tokenVersion: number }> {
+    async create (data: { username: string, email: string, passwordHash: string }): Promise<TokenUser> {
       return await prisma.user.create({ data, select: { ...publicUserSelect, tokenVersion: true } })
-    },
-
-    async findById (id: number): Promise<PublicUser | null> {
-      return await prisma.user.findUnique({ where: { id }, select: publicUserSelect })
     },
 
     /** The password hash and token version of a user, by id. */
@@ -70,7 +89,8 @@ export function usersRepository (prisma: PrismaClient) {
       return await prisma.user.findUnique({ where: { id }, select: { id: true, passwordHash: true, tokenVersion: true } })
     },
 
-    async update (id: number, data: { username?: string, email?: string, passwordHash?: string }): Promise<PublicUser & { tokenVersion: number }> {
+    /** Changes a user; a new password hash also bumps the token version (earlier tokens stop working). */
+    async update (id: number, data: { username?: string, email?: string, passwordHash?: string }): Promise<TokenUser> {
       return await prisma.user.update({
         where: { id },
         data: data.passwordHash === undefined ? data : { ...data, tokenVersion: { increment: 1 } },
@@ -88,16 +108,26 @@ export function usersRepository (prisma: PrismaClient) {
     },
 
     /** A page in id order (see `keysetPage`). */
-    async page (page: { limit: number, cursor?: number }) {
+    async page (query: PageQueryInput): Promise<PageOf<PublicUser>> {
       const rows = await prisma.user.findMany({
-        where: page.cursor === undefined ? {} : { id: { gt: page.cursor } },
+        where: query.cursor === undefined ? {} : { id: { gt: query.cursor } },
         orderBy: { id: 'asc' },
-        take: page.limit + 1,
+        take: query.limit + 1,
         select: publicUserSelect
       })
-      return keysetPage(rows, page.limit)
+      return keysetPage(rows, query.limit)
     }
   }
 }
 
 export type UsersRepository = ReturnType<typeof usersRepository>
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    usersRepository: UsersRepository
+  }
+}
+
+export default fp(async function usersRepositoryPlugin (app: FastifyInstance) {
+  app.decorate('usersRepository', usersRepository(app.prisma))
+}, { name: 'users-repository', fastify: '5.x', dependencies: ['prisma'] })

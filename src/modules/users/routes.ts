@@ -6,21 +6,16 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyRequest } from 'fastify'
 import createError from '@fastify/error'
 import { budget } from '../../lib/attempts.js'
-import { Forbidden, NotFound } from '../../lib/problem.js'
+import { Forbidden } from '../../lib/problem.js'
 import { bearerAuth, problems } from '../../lib/responses.js'
-import type { AccountLimiter } from '../auth/account-limit.js'
+import { IdParams, NoContent } from '../../lib/schemas.js'
 import type { AuthBudget } from '../auth/budget.js'
-import { IdParams } from '../../lib/schemas.js'
-import type { PublicUser } from './repository.js'
 import { registrationRoute } from './registration.js'
-import { DeleteUserBody, UpdatedUser, UpdateUserBody, User } from './schemas.js'
-import { usersService } from './service.js'
+import { DeleteUserBody, UpdatedUser, UpdateUserBody, User, type PublicUser } from './schemas.js'
 
 export interface UserRoutesOptions {
   /** The per-client budget of bcrypt-costing requests (shared with the auth routes). */
   authBudget: AuthBudget
-  /** The per-account budget of password guesses (shared with login). */
-  guesses: AccountLimiter
   /** Changes of one's own record (PATCH, DELETE) per user and window. */
   accountChanges: { max: number, timeWindow: number }
 }
@@ -35,10 +30,10 @@ function ownRecord (request: FastifyRequest, id: number): PublicUser {
 }
 
 export const userRoutes: FastifyPluginAsyncTypebox<UserRoutesOptions> = async (app, options) => {
-  const service = usersService(app, { guesses: options.guesses })
+  const { users } = app
   const changes = budget({ ...options.accountChanges, refusal: (seconds) => new TooManyAccountChanges(seconds) })
 
-  registrationRoute(app, service, { url: '', tag: 'users', variant: 'B', authBudget: options.authBudget })
+  registrationRoute(app, { url: '', tag: 'users', variant: 'B', authBudget: options.authBudget })
 
   app.get('/:id', {
     onRequest: app.authenticate,
@@ -68,13 +63,13 @@ export const userRoutes: FastifyPluginAsyncTypebox<UserRoutesOptions> = async (a
     }
   }, async (request, reply) => {
     const { id } = ownRecord(request, request.params.id)
-    service.validateUpdate(request.body)
+    users.validateUpdate(request.body)
     await changes.spend(`user:${id}`, reply)
     if (request.body.currentPassword !== undefined) {
       await options.authBudget(request, reply)
-      await service.checkCurrentPassword(id, request.body.currentPassword, reply)
+      await users.checkCurrentPassword(id, request.body.currentPassword, reply)
     }
-    return await service.update(id, request.body)
+    return await users.update(id, request.body)
   })
 
   app.delete('/:id', {
@@ -87,15 +82,13 @@ export const userRoutes: FastifyPluginAsyncTypebox<UserRoutesOptions> = async (a
       security: bearerAuth,
       params: IdParams,
       body: DeleteUserBody,
-      response: { 204: { type: 'null', description: 'deleted' }, ...problems(400, 401, 403, 404, 413, 415, 429) }
+      response: { 204: NoContent('deleted'), ...problems(400, 401, 403, 404, 413, 415, 429) }
     }
   }, async (request, reply) => {
     const { id } = ownRecord(request, request.params.id)
     await changes.spend(`user:${id}`, reply)
     await options.authBudget(request, reply)
-    await service.checkCurrentPassword(id, request.body.password, reply)
-    // False only when a concurrent request deleted the user first.
-    if (!await service.users.delete(id)) throw new NotFound('The user no longer exists')
+    await users.deleteOwn(id, request.body.password, reply)
     return reply.code(204).send(null)
   })
 }

@@ -41,6 +41,8 @@ export const User = Type.Object({
   createdAt: Timestamp,
   updatedAt: Timestamp
 }, { description: 'A user; the password and its hash are never part of it' })
+/** A user as it may leave the service (and as `request.currentUser` holds it). */
+export type PublicUser = Static<typeof User>
 
 export const UpdatedUser = Type.Object({
   user: User,

@@ -1,11 +1,17 @@
-/** User operations shared by the user and auth routes: registration, login, changes. */
+/**
+ * User operations, built once and decorated as `app.users` (docs/architecture.md): what the
+ * user, auth and admin routes do with users, over the users repository, the password
+ * hasher and the token signer. The routes call nothing else for users.
+ */
 import createError from '@fastify/error'
 import type { FastifyInstance, FastifyReply } from 'fastify'
+import fp from 'fastify-plugin'
 import { BadRequest, NotFound, Unauthorized } from '../../lib/problem.js'
-import { MAX_PASSWORD_BYTES } from '../../plugins/password.js'
+import type { PageOf, PageQueryInput } from '../../lib/schemas.js'
+import { MAX_PASSWORD_BYTES, type PasswordHasher } from '../../plugins/password.js'
 import { accountKey, type AccountLimiter } from '../auth/account-limit.js'
-import { usersRepository, type PublicUser } from './repository.js'
-import type { RegisterInput, UpdateUserInput } from './schemas.js'
+import type { UsersRepository } from './repository.js'
+import type { PublicUser, RegisterInput, UpdateUserInput } from './schemas.js'
 
 /** A wrong current password on PATCH or DELETE /api/user/:id: 403 (the token is fine; 401 would tell clients to drop it). */
 export const WrongPassword = createError('WRONG_PASSWORD', 'The current password is wrong', 403)
@@ -16,21 +22,39 @@ function checkPasswordBytes (password: string): void {
   }
 }
 
-export interface UsersServiceOptions {
+export interface UsersServiceDependencies {
+  users: UsersRepository
+  passwords: PasswordHasher
+  signToken: (user: { id: number, tokenVersion: number }) => Promise<string>
   /** The per-account budget of password guesses (login and current-password checks). */
   guesses: AccountLimiter
 }
 
-export function usersService (app: FastifyInstance, options: UsersServiceOptions) {
-  const { guesses } = options
-  const users = usersRepository(app.prisma)
+export function usersService ({ users, passwords, signToken, guesses }: UsersServiceDependencies) {
+  /** bcrypt's verdict, or the time of one spent on nothing when there is no hash to compare or the password is longer than bcrypt reads. */
+  async function verify (password: string, passwordHash: string | undefined): Promise<boolean> {
+    return passwordHash === undefined || Buffer.byteLength(password, 'utf8') > MAX_PASSWORD_BYTES
+      ? await passwords.verifyDummy(password)
+      : await passwords.verify(password, passwordHash)
+  }
+
+  /**
+   * Checks a user's current password (PATCH and DELETE of the own record). The guess is
+   * taken from the account's budget (login's: 429 when none is left) before the bcrypt
+   * work and given back when right; a wrong one is a 403 WRONG_PASSWORD.
+   */
+  async function checkCurrentPassword (id: number, password: string, reply: FastifyReply): Promise<void> {
+    const reservation = await guesses.reserve(accountKey({ folded: '', credentials: { id } }), reply)
+    const credentials = await users.findCredentialsById(id)
+    if (credentials === null) throw new NotFound('The user no longer exists')
+    if (!await verify(password, credentials.passwordHash)) throw new WrongPassword()
+    await guesses.release(reservation)
+  }
 
   return {
-    users,
-
     async register (body: RegisterInput): Promise<PublicUser> {
       checkPasswordBytes(body.password)
-      const passwordHash = await app.passwords.hash(body.password)
+      const passwordHash = await passwords.hash(body.password)
       // A duplicate username or e-mail, even from a racing registration, fails on the
       // unique index and is answered 409 by the error handler.
       const { tokenVersion: _, ...user } = await users.create({ username: body.username, email: body.email, passwordHash })
@@ -46,29 +70,13 @@ export function usersService (app: FastifyInstance, options: UsersServiceOptions
       const account = await users.findLoginAccount(login.includes('@') ? { email: login } : { username: login })
       const reservation = await guesses.reserve(accountKey(account), reply)
       const { credentials } = account
-      const valid = credentials === null || Buffer.byteLength(password, 'utf8') > MAX_PASSWORD_BYTES
-        ? await app.passwords.verifyDummy(password)
-        : await app.passwords.verify(password, credentials.passwordHash)
+      const valid = await verify(password, credentials?.passwordHash)
       if (!valid || credentials === null) throw new Unauthorized('The username or password is wrong')
       await guesses.release(reservation)
-      return { token: await app.signToken(credentials), userId: credentials.id }
+      return { token: await signToken(credentials), userId: credentials.id }
     },
 
-    /**
-     * Checks a user's current password (PATCH and DELETE of the own record). The guess is
-     * taken from the account's budget (login's: 429 when none is left) before the bcrypt
-     * work and given back when right; a wrong one is a 403 WRONG_PASSWORD.
-     */
-    async checkCurrentPassword (id: number, password: string, reply: FastifyReply): Promise<void> {
-      const reservation = await guesses.reserve(accountKey({ folded: '', credentials: { id } }), reply)
-      const credentials = await users.findCredentialsById(id)
-      if (credentials === null) throw new NotFound('The user no longer exists')
-      const valid = Buffer.byteLength(password, 'utf8') > MAX_PASSWORD_BYTES
-        ? await app.passwords.verifyDummy(password)
-        : await app.passwords.verify(password, credentials.passwordHash)
-      if (!valid) throw new WrongPassword()
-      await guesses.release(reservation)
-    },
+    checkCurrentPassword,
 
     /** The checks of a change that cost nothing: run before any budget is spent. */
     validateUpdate (body: UpdateUserInput): void {
@@ -84,11 +92,43 @@ export function usersService (app: FastifyInstance, options: UsersServiceOptions
       let passwordHash: string | undefined
       if (password !== undefined) {
         checkPasswordBytes(password)
-        passwordHash = await app.passwords.hash(password)
+        passwordHash = await passwords.hash(password)
       }
       const { tokenVersion, ...user } = await users.update(id, { ...fields, passwordHash })
       if (passwordHash === undefined) return { user }
-      return { user, token: await app.signToken({ id, tokenVersion }) }
+      return { user, token: await signToken({ id, tokenVersion }) }
+    },
+
+    /** Deletes the own record after checking its password; 404 when a concurrent request deleted it first. */
+    async deleteOwn (id: number, password: string, reply: FastifyReply): Promise<void> {
+      await checkCurrentPassword(id, password, reply)
+      if (!await users.delete(id)) throw new NotFound('The user no longer exists')
+    },
+
+    /** Deletes any user and their products (admin); 404 when there is no such user. */
+    async delete (id: number): Promise<void> {
+      if (!await users.delete(id)) throw new NotFound(`User ${id} does not exist`)
+    },
+
+    /** A page of users in id order (admin). */
+    async page (query: PageQueryInput): Promise<PageOf<PublicUser>> {
+      return await users.page(query)
     }
   }
 }
+
+export type UsersService = ReturnType<typeof usersService>
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    users: UsersService
+  }
+}
+
+export interface UsersServicePluginOptions {
+  guesses: AccountLimiter
+}
+
+export default fp(async function usersServicePlugin (app: FastifyInstance, options: UsersServicePluginOptions) {
+  app.decorate('users', usersService({ users: app.usersRepository, passwords: app.passwords, signToken: app.signToken, guesses: options.guesses }))
+}, { name: 'users-service', fastify: '5.x', dependencies: ['users-repository', 'passwords', 'authentication'] })

@@ -1,0 +1,58 @@
+/**
+ * Product operations, built once and decorated as `app.products` (docs/architecture.md):
+ * what the product and admin routes do with products, over the products repository.
+ */
+import type { FastifyInstance } from 'fastify'
+import fp from 'fastify-plugin'
+import { Forbidden, NotFound, Unauthorized } from '../../lib/problem.js'
+import type { PageQueryInput } from '../../lib/schemas.js'
+import type { ProductsRepository } from './repository.js'
+import type { CreateProductInput } from './schemas.js'
+
+export function productsService (products: ProductsRepository) {
+  const missing = (id: number) => new NotFound(`Product ${id} does not exist`)
+
+  return {
+    /** A page of products in id order. */
+    async page (query: PageQueryInput) {
+      return await products.page(query)
+    },
+
+    async get (id: number) {
+      const product = await products.findById(id)
+      if (product === null) throw missing(id)
+      return product
+    },
+
+    /** Creates a product of `creatorId`; 401 when that user was deleted after the token check (the token no longer names anyone). */
+    async create (data: CreateProductInput, creatorId: number) {
+      const product = await products.create({ ...data, creatorId })
+      if (product === null) throw new Unauthorized('The token has been revoked')
+      return product
+    },
+
+    /** Deletes a product of `creatorId`'s: 404 when there is none, 403 when it is someone else's. */
+    async deleteOwned (id: number, creatorId: number): Promise<void> {
+      if (await products.deleteOwned(id, creatorId)) return
+      if (await products.findById(id) === null) throw missing(id)
+      throw new Forbidden('Only the creator of a product can delete it')
+    },
+
+    /** Deletes any product (admin); 404 when there is none. */
+    async delete (id: number): Promise<void> {
+      if (!await products.delete(id)) throw missing(id)
+    }
+  }
+}
+
+export type ProductsService = ReturnType<typeof productsService>
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    products: ProductsService
+  }
+}
+
+export default fp(async function productsServicePlugin (app: FastifyInstance) {
+  app.decorate('products', productsService(app.productsRepository))
+}, { name: 'products-service', fastify: '5.x', dependencies: ['products-repository'] })
