@@ -4,15 +4,18 @@ import { Type, type Static, type TSchema } from 'typebox'
 /** A timestamp: a `Date` in handlers, an ISO 8601 string on the wire. */
 export const Timestamp = Type.Unsafe<Date>(Type.String({ format: 'date-time' }))
 
+/** The largest PostgreSQL `integer` (ids, amounts). */
+export const MAX_INT4 = 2_147_483_647
+
 /** A row id: PostgreSQL `integer`, so anything above 2^31-1 cannot exist and is a 400. */
-export const Id = Type.Integer({ minimum: 1, maximum: 2_147_483_647, description: 'numeric id' })
+export const Id = Type.Integer({ minimum: 1, maximum: MAX_INT4, description: 'numeric id' })
 
 export const IdParams = Type.Object({ id: Id }, { additionalProperties: false })
 
 /** The query of every paged list: `limit` (default 20) and the `cursor` a previous page gave. */
 export const PageQuery = Type.Object({
   limit: Type.Integer({ minimum: 1, maximum: 100, default: 20, description: 'page size (max 100)' }),
-  cursor: Type.Optional(Type.Integer({ minimum: 0, maximum: 2_147_483_647, description: 'the `nextCursor` of the previous page' }))
+  cursor: Type.Optional(Type.Integer({ minimum: 0, maximum: MAX_INT4, description: 'the `nextCursor` of the previous page' }))
 }, { additionalProperties: false })
 /** After validation: the default has filled in `limit`. */
 export type PageQueryInput = Static<typeof PageQuery>
@@ -27,8 +30,20 @@ export function Page<T extends TSchema> (item: T) {
 export interface PageOf<T> { items: T[], nextCursor: number | null }
 
 /**
- * Keyset pagination: given up to `limit + 1` rows in id order, the page and the cursor of
- * the next one (null when the extra row was not there, i.e. on the last page).
+ * Keyset pagination, the query: the rows after `cursor` in id order, one more than `limit`
+ * (Prisma `findMany` arguments), so that `keysetPage` knows whether another page follows.
+ */
+export function keysetQuery (query: PageQueryInput) {
+  return {
+    where: query.cursor === undefined ? {} : { id: { gt: query.cursor } },
+    orderBy: { id: 'asc' as const },
+    take: query.limit + 1
+  }
+}
+
+/**
+ * Keyset pagination, the answer: given the rows of `keysetQuery`, the page and the cursor
+ * of the next one (null when the extra row was not there, i.e. on the last page).
  */
 export function keysetPage<T extends { id: number }> (rows: T[], limit: number): PageOf<T> {
   const items = rows.slice(0, limit)

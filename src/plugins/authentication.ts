@@ -11,6 +11,7 @@ import fastifyJwt from '@fastify/jwt'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import { Unauthorized } from '../lib/problem.js'
+import { MAX_INT4 } from '../lib/schemas.js'
 import type { TokenUser } from '../modules/users/repository.js'
 import type { PublicUser } from '../modules/users/schemas.js'
 
@@ -48,14 +49,13 @@ export interface AuthenticationOptions {
 
 const ALGORITHM = 'HS256'
 const SUB_PATTERN = /^[1-9][0-9]{0,9}$/
-/** Ids are PostgreSQL `integer`s: a larger `sub` names no user (and would fail the query). */
-const MAX_ID = 2_147_483_647
 
 /** The user id a `sub` claim names, or undefined when it is not one this service issues. */
 function subjectId (sub: unknown): number | undefined {
   if (typeof sub !== 'string' || !SUB_PATTERN.test(sub)) return undefined
   const id = Number(sub)
-  return id <= MAX_ID ? id : undefined
+  // Ids are PostgreSQL `integer`s: a larger `sub` names no user (and would fail the query).
+  return id <= MAX_INT4 ? id : undefined
 }
 
 async function authentication (app: FastifyInstance, options: AuthenticationOptions): Promise<void> {

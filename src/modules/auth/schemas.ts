@@ -1,14 +1,17 @@
+/** Schemas of login. */
 import { Type } from 'typebox'
-import { Password } from '../users/schemas.js'
+import { passwordToCheck } from '../users/schemas.js'
 
 /**
  * `username` is the Variant A field; `identity` the original Variant B one. Either may hold
  * the username or the e-mail address; exactly one must be present.
  */
+const LoginName = Type.String({ minLength: 1, maxLength: 254, description: 'your username or e-mail address' })
+
 export const LoginBody = Type.Object({
-  username: Type.Optional(Type.String({ minLength: 1, maxLength: 254 })),
-  identity: Type.Optional(Type.String({ minLength: 1, maxLength: 254 })),
-  password: Type.String({ minLength: 1, maxLength: 1024 })
+  username: Type.Optional(LoginName),
+  identity: Type.Optional(LoginName),
+  password: passwordToCheck('your password')
 }, { additionalProperties: false })
 
 export const LoginResult = Type.Object({
@@ -17,5 +20,3 @@ export const LoginResult = Type.Object({
   expiresIn: Type.String({ description: 'lifetime, e.g. `72h`' }),
   userId: Type.Integer()
 })
-
-export { Password }

@@ -3,17 +3,13 @@ import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
 import type { PrismaClient } from '../../generated/prisma/client.js'
 import { isForeignKeyViolation } from '../../db/errors.js'
-import { keysetPage, type PageQueryInput } from '../../lib/schemas.js'
+import { keysetPage, keysetQuery, type PageQueryInput } from '../../lib/schemas.js'
 
 export function productsRepository (prisma: PrismaClient) {
   return {
-    /** A page in id order (see `keysetPage`). */
+    /** A page in id order. */
     async page (query: PageQueryInput) {
-      const rows = await prisma.product.findMany({
-        where: query.cursor === undefined ? {} : { id: { gt: query.cursor } },
-        orderBy: { id: 'asc' },
-        take: query.limit + 1
-      })
+      const rows = await prisma.product.findMany(keysetQuery(query))
       return keysetPage(rows, query.limit)
     },
 

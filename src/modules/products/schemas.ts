@@ -1,11 +1,11 @@
 /** Schemas of the product resource; the TypeScript types come from them. */
 import { Type, type Static } from 'typebox'
-import { Id, Page, Timestamp } from '../../lib/schemas.js'
+import { Id, MAX_INT4, Page, Timestamp } from '../../lib/schemas.js'
 
 export const CreateProductBody = Type.Object({
   title: Type.String({ minLength: 1, maxLength: 200 }),
   description: Type.String({ maxLength: 5000, default: '' }),
-  amount: Type.Integer({ minimum: 0, maximum: 2_147_483_647, description: 'a whole number, e.g. a price in cents' })
+  amount: Type.Integer({ minimum: 0, maximum: MAX_INT4, description: 'a whole number, e.g. a price in cents' })
 }, { additionalProperties: false })
 /** After validation: the default has filled in `description`. */
 export type CreateProductInput = Static<typeof CreateProductBody>

@@ -10,7 +10,7 @@ import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
 import { sqlPool } from '../../db/client.js'
 import type { PrismaClient } from '../../generated/prisma/client.js'
-import { keysetPage, type PageOf, type PageQueryInput } from '../../lib/schemas.js'
+import { keysetPage, keysetQuery, type PageOf, type PageQueryInput } from '../../lib/schemas.js'
 import type { PublicUser } from './schemas.js'
 
 /** Each field of the `User` schema and its column: `satisfies` fails the build when the schema gains or loses a field. */
@@ -107,14 +107,9 @@ export function usersRepository (prisma: PrismaClient) {
       return count === 1
     },
 
-    /** A page in id order (see `keysetPage`). */
+    /** A page in id order. */
     async page (query: PageQueryInput): Promise<PageOf<PublicUser>> {
-      const rows = await prisma.user.findMany({
-        where: query.cursor === undefined ? {} : { id: { gt: query.cursor } },
-        orderBy: { id: 'asc' },
-        take: query.limit + 1,
-        select: publicUserSelect
-      })
+      const rows = await prisma.user.findMany({ ...keysetQuery(query), select: publicUserSelect })
       return keysetPage(rows, query.limit)
     }
   }

@@ -19,18 +19,18 @@ export const RegisterBody = Type.Object({
 export type RegisterInput = Static<typeof RegisterBody>
 
 /** A password to check (not to set): any length a login accepts; a wrong one is a 403, not a 400. */
-const currentPassword = (description: string) => Type.String({ minLength: 1, maxLength: 1024, description })
+export const passwordToCheck = (description: string) => Type.String({ minLength: 1, maxLength: 1024, description })
 
 export const UpdateUserBody = Type.Object({
   username: Type.Optional(Username),
   email: Type.Optional(Email),
   password: Type.Optional(Password),
-  currentPassword: Type.Optional(currentPassword('your current password: required with `password`, checked whenever sent'))
+  currentPassword: Type.Optional(passwordToCheck('your current password: required with `password`, checked whenever sent'))
 }, { additionalProperties: false, minProperties: 1 })
 export type UpdateUserInput = Static<typeof UpdateUserBody>
 
 export const DeleteUserBody = Type.Object({
-  password: currentPassword('your current password')
+  password: passwordToCheck('your current password')
 }, { additionalProperties: false })
 export type DeleteUserInput = Static<typeof DeleteUserBody>
 
