@@ -2,7 +2,7 @@
 import fc from 'fast-check'
 import Negotiator from 'negotiator'
 import t from 'tap'
-import { negotiateMedia } from '../../src/plugins/context/negotiation.js'
+import { negotiateMedia } from '../../src/plugins/context/index.js'
 import { contextApp } from './request-app.js'
 
 const app = await contextApp(t, (app) => {

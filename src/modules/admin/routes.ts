@@ -1,6 +1,6 @@
 /**
  * /api/admin: user and product administration, guarded by key-auth with the keys of
- * ADMIN_API_KEYS (docs/keyauth.md, "The service's admin routes"). JWTs play no part here,
+ * ADMIN_API_KEYS (docs/keyauth.md). JWTs play no part here,
  * and the key-auth hook is encapsulated in this plugin: no other route is affected.
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'

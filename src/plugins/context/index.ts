@@ -1,6 +1,6 @@
 /**
  * The context API: request and reply decorators for the request-context operations of
- * SPEC.md. docs/context-api.md maps every operation to its API and its test.
+ * SPEC.md. README.md maps every operation to its API and its test.
  */
 import { tmpdir } from 'node:os'
 import type { FastifyInstance } from 'fastify'

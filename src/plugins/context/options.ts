@@ -8,7 +8,7 @@ import type { ParserDecoderConfig } from './request/parser-decoder.js'
 export interface ContextOptions extends ReplyOptions {
   /**
    * SPEC.md "Immutable". In JavaScript strings are immutable already; see
-   * docs/context-api.md for what it changes (Buffers handed out are copies).
+   * README.md for what it changes (Buffers handed out are copies).
    * @default false
    */
   immutable?: boolean

@@ -1,5 +1,5 @@
 /**
- * routing: the routing model of SPEC.md on Fastify's router. docs/routing.md.
+ * routing: the routing model of SPEC.md on Fastify's router. README.md.
  *
  * Register it before the routes it should see (it works through an onRoute hook), and
  * before plugins whose hooks read params (it sets them in an app-wide onRequest hook):

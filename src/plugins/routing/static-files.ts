@@ -9,7 +9,7 @@
  * context plugin's `reply.serveFile(path, compress?)` does not clash with it). Traversal (`..`, encoded
  * or not) is refused by @fastify/static and @fastify/send; a directory URL serves its
  * index.html (`/dir` and `/dir/` alike); answers carry a weak ETag and Last-Modified and
- * honour If-None-Match / If-Modified-Since (304) and Range (206). docs/routing.md.
+ * honour If-None-Match / If-Modified-Since (304) and Range (206). README.md.
  */
 import fastifyStatic, { type FastifyStaticOptions } from '@fastify/static'
 import type { FastifyInstance } from 'fastify'

@@ -1,6 +1,6 @@
 /**
  * Request decorators of the context API (SPEC.md "Request-context operations": negotiation,
- * request reading, parameters, query, forms, cookies, bodies). docs/context-api.md, "Request
+ * request reading, parameters, query, forms, cookies, bodies). README.md, "Request
  * side", maps each operation to its API and test.
  */
 import type { FastifyInstance } from 'fastify'

@@ -1,6 +1,6 @@
 /**
  * SPEC.md "Request reading". Operations Fastify already has with the same meaning are not
- * wrapped (hostname, host, protocol, originalUrl, raw, server...): docs/context-api.md says
+ * wrapped (hostname, host, protocol, originalUrl, raw, server...): README.md says
  * which native API provides each.
  */
 import { isIP } from 'node:net'
