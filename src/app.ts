@@ -9,7 +9,8 @@ import fastifySwaggerUi from '@fastify/swagger-ui'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify'
 import type { Config } from './config.js'
-import { MemoryAttemptStore } from './lib/attempts.js'
+import { MemoryAttemptStore, type AttemptStore } from './lib/attempts.js'
+import { RedisAttemptStore } from './lib/redis-attempts.js'
 import { createValidatorCompiler, strictIntegerStrings } from './lib/validation.js'
 import { adminApiKeyScheme } from './modules/admin/api-keys.js'
 import { adminRoutes } from './modules/admin/routes.js'
@@ -31,6 +32,7 @@ import loadShedding from './plugins/load-shedding.js'
 import metrics from './plugins/metrics.js'
 import password from './plugins/password.js'
 import prisma from './plugins/prisma.js'
+import redis from './plugins/redis.js'
 import { serverOptions } from './options.js'
 
 export interface BuildAppOptions {
@@ -71,8 +73,21 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
     // HSTS only where HTTPS is the only way in.
     strictTransportSecurity: config.HTTPS_ONLY ? { maxAge: 31_536_000, includeSubDomains: true } : false
   })
+  // Shared state of the replicas (REDIS_URL); app.redis is null without it.
+  await app.register(redis, {
+    url: config.REDIS_URL,
+    keyPrefix: config.REDIS_KEY_PREFIX,
+    connectTimeoutMs: config.REDIS_CONNECT_TIMEOUT_MS,
+    commandTimeoutMs: config.REDIS_COMMAND_TIMEOUT_MS
+  })
+  // Each limit's counts: in Redis when configured (every replica sees the same), else here.
+  const attemptStore = (name: string): AttemptStore => app.redis === null ? new MemoryAttemptStore() : new RedisAttemptStore(app.redis, name)
   await app.register(fastifyRateLimit, {
     global: false,
+    // Route limits (none of the service's own routes uses one yet) count in Redis too; a
+    // Redis that is down lets their requests through: they guard reads, which stay up. The
+    // limits that guard passwords and keys are AttemptStores and fail closed instead.
+    ...(app.redis === null ? {} : { redis: app.redis, nameSpace: 'rate-limit:', skipOnError: true }),
     errorResponseBuilder: (_request, context) => {
       const error = new Error(`Too many requests; retry in ${Math.ceil(context.ttl / 1000)} s`) as Error & { statusCode: number }
       error.statusCode = context.statusCode
@@ -103,18 +118,18 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
   await app.register(productsRepository)
   await app.register(authentication, { secret: config.SECRET, expiresIn: config.JWT_EXPIRES_IN, findUser: app.usersRepository.findTokenUser })
   // One budget of password guesses per account, for login and the current-password checks.
-  const guesses = accountLimiter({ max: config.LOGIN_FAILURES_MAX, timeWindow: config.LOGIN_FAILURES_WINDOW_MS })
+  const guesses = accountLimiter({ max: config.LOGIN_FAILURES_MAX, timeWindow: config.LOGIN_FAILURES_WINDOW_MS }, attemptStore('guesses'))
   await app.register(usersService, { guesses })
   await app.register(productsService)
 
   // One per-client budget for every request that costs a bcrypt computation.
-  const authBudget = createAuthBudget({ max: config.RATE_LIMIT_AUTH_MAX, timeWindow: config.RATE_LIMIT_AUTH_WINDOW_MS })
+  const authBudget = createAuthBudget({ max: config.RATE_LIMIT_AUTH_MAX, timeWindow: config.RATE_LIMIT_AUTH_WINDOW_MS, store: attemptStore('auth') })
   await app.register(healthRoutes, { prefix: '/health', readyTimeoutMs: config.HEALTH_READY_TIMEOUT_MS })
   await app.register(authRoutes, { prefix: '/api/auth', authBudget, expiresIn: config.JWT_EXPIRES_IN })
-  await app.register(userRoutes, { prefix: '/api/user', authBudget, accountChanges: { max: config.ACCOUNT_CHANGES_MAX, timeWindow: config.ACCOUNT_CHANGES_WINDOW_MS } })
+  await app.register(userRoutes, { prefix: '/api/user', authBudget, accountChanges: { max: config.ACCOUNT_CHANGES_MAX, timeWindow: config.ACCOUNT_CHANGES_WINDOW_MS, store: attemptStore('account-changes') } })
   await app.register(productRoutes, { prefix: '/api/product' })
   // One budget of wrong admin keys per client for /api/admin and /metrics together.
-  const keyFailures = { max: config.ADMIN_KEY_FAILURES_MAX, timeWindow: config.ADMIN_KEY_FAILURES_WINDOW_MS, store: new MemoryAttemptStore() }
+  const keyFailures = { max: config.ADMIN_KEY_FAILURES_MAX, timeWindow: config.ADMIN_KEY_FAILURES_WINDOW_MS, store: attemptStore('admin-keys') }
   await app.register(adminRoutes, { prefix: '/api/admin', apiKeys: config.ADMIN_API_KEYS, keyFailures })
   await app.register(metricsRoutes, { apiKeys: config.ADMIN_API_KEYS, keyFailures })
 

@@ -87,6 +87,16 @@ export const EnvSchema = Type.Object({
   /** `Retry-After` (seconds) of a shed request's 503. */
   LOAD_SHED_RETRY_AFTER_S: Type.Integer({ default: 2, minimum: 1, maximum: 3600 }),
 
+  // Shared state (docs/operations.md, "Redis"): with REDIS_URL, the limits (per client, per
+  // account, admin keys) are counted in Redis, so every replica sees the same counts.
+  REDIS_URL: Type.Optional(Type.String({ pattern: '^rediss?://' })),
+  /** Prefix of every key the service writes (several services or environments can share one Redis). */
+  REDIS_KEY_PREFIX: Type.String({ default: 'ups:', maxLength: 100 }),
+  /** Give up connecting to Redis after this long (then retry in the background). */
+  REDIS_CONNECT_TIMEOUT_MS: Type.Integer({ default: 2000, minimum: 100, maximum: 60_000 }),
+  /** A Redis command with no answer fails after this long (the request answers 503). */
+  REDIS_COMMAND_TIMEOUT_MS: Type.Integer({ default: 1000, minimum: 50, maximum: 60_000 }),
+
   // Admin routes (key-auth): comma-separated keys; the first is current, all verify.
   ADMIN_API_KEYS: Type.String({ default: '' })
 })
@@ -105,7 +115,7 @@ export class ConfigError extends Error {
 }
 
 /** Variables that may instead name a file holding the value (`SECRET_FILE=/run/secrets/jwt`). */
-export const FILE_VARIABLES = ['SECRET', 'DB_PASSWORD', 'DATABASE_URL', 'ADMIN_API_KEYS'] as const
+export const FILE_VARIABLES = ['SECRET', 'DB_PASSWORD', 'DATABASE_URL', 'ADMIN_API_KEYS', 'REDIS_URL'] as const
 
 /** Where development keeps its generated SECRET, so a restart (`npm run dev`) keeps everyone logged in. */
 export const DEV_SECRET_FILE = path.join('.data', 'dev-secret')

@@ -5,11 +5,14 @@
  * reservation may be released afterwards (a successful login gives its attempt back), so
  * the budget counts failures only.
  *
- * `AttemptStore` is the seam for a shared store: a Redis implementation does `reserve`
- * with one script (`INCR`, `PEXPIRE` on the first, `DECR` and refuse when past `max`, the
- * window's start as part of the key) and `release` with a `DECR` of the same window's key.
- * The in-memory store below serves one process.
+ * `AttemptStore` is the seam for a shared store: the in-memory store below serves one
+ * process; src/lib/redis-attempts.ts keeps the counts in Redis for several (REDIS_URL).
+ * A store that fails (Redis down) fails closed: the budget answers 503 with Retry-After.
  */
+import { ServiceUnavailable } from './problem.js'
+
+/** What a budget throws when its store does not answer (seconds a client should wait). */
+export const STORE_RETRY_AFTER_S = 5
 
 export interface Reservation {
   key: string
@@ -104,12 +107,34 @@ export function budget (options: BudgetOptions): Budget {
   const store = options.store ?? new MemoryAttemptStore()
   return {
     async spend (key, reply) {
-      const result = await store.reserve(key, options.max, options.timeWindow)
+      let result: ReserveResult
+      try {
+        result = await store.reserve(key, options.max, options.timeWindow)
+      } catch {
+        throw storeUnavailable(reply)
+      }
       if (result.allowed) return result.reservation
       const seconds = Math.max(1, Math.ceil(result.retryAfterMs / 1000))
       reply.header('retry-after', String(seconds))
       throw options.refusal(seconds)
     },
-    release: async (reservation) => { await store.release(reservation) }
+    async release (reservation) {
+      // A failed release (the store went down meanwhile) leaves the attempt counted: the
+      // budget errs towards refusing, and the request that succeeded still succeeds.
+      try {
+        await store.release(reservation)
+      } catch {}
+    }
   }
+}
+
+/**
+ * The 503 a budget answers when its store fails: limits that cannot be counted are not
+ * skipped (a brute-force attempt must not get through while Redis is down).
+ */
+export function storeUnavailable (reply: { header: (name: string, value: string) => unknown }): Error {
+  reply.header('retry-after', String(STORE_RETRY_AFTER_S))
+  // No `cause`: a socket error there would read as "the database is down" to the error
+  // handler. The Redis client logs its own failures (src/plugins/redis.ts).
+  return new ServiceUnavailable('The limits store is unavailable; retry later')
 }

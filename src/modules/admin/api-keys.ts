@@ -9,7 +9,8 @@ import createError from '@fastify/error'
 import { normalizeIP } from '@fastify/rate-limit'
 import type { FastifyBaseLogger } from 'fastify'
 import { parseApiKeys } from '../../lib/api-keys.js'
-import { MemoryAttemptStore, type AttemptStore } from '../../lib/attempts.js'
+import { MemoryAttemptStore, STORE_RETRY_AFTER_S, type AttemptStore, type ReserveResult } from '../../lib/attempts.js'
+import { ServiceUnavailable } from '../../lib/problem.js'
 import {
   createKeySet,
   INVALID_KEY_MESSAGE,
@@ -57,20 +58,27 @@ export function adminKeyAuthOptions (apiKeys: string, log: FastifyBaseLogger, fa
     keyLookup: 'header:Authorization',
     authScheme: 'Bearer',
     validator: async (request, key) => {
-      let result = store.reserve(`client:${normalizeIP(request.ip)}`, failures.max, failures.timeWindow)
-      if (result instanceof Promise) result = await result
+      let result: ReserveResult
+      try {
+        const reserved = store.reserve(`client:${normalizeIP(request.ip)}`, failures.max, failures.timeWindow)
+        result = reserved instanceof Promise ? await reserved : reserved
+      } catch {
+        // The shared store is down: fail closed (no key is checked uncounted).
+        throw Object.assign(new ServiceUnavailable('The limits store is unavailable; retry later'), { retryAfterSeconds: STORE_RETRY_AFTER_S })
+      }
       if (!result.allowed) {
         const seconds = Math.max(1, Math.ceil(result.retryAfterMs / 1000))
         throw Object.assign(new TooManyWrongKeys(seconds), { retryAfterSeconds: seconds })
       }
       // The in-memory store answered at once: reserve, check and release are one step.
       const valid = keySet?.has(key) === true
-      if (valid) await store.release(result.reservation)
+      // A failed release leaves the attempt counted; the right key is still accepted.
+      if (valid) await Promise.resolve(store.release(result.reservation)).catch(() => {})
       return valid
     },
     // Throwing hands the error to the service's error handler: problem details.
     errorHandler: (_request, reply, error) => {
-      if (error instanceof TooManyWrongKeys) {
+      if (error instanceof TooManyWrongKeys || error instanceof ServiceUnavailable) {
         reply.header('retry-after', String((error as unknown as { retryAfterSeconds: number }).retryAfterSeconds))
         throw error
       }

@@ -3,6 +3,12 @@
  * current: every migration of prisma/migrations is applied). Both answer at once; a
  * database that is down or hangs makes `/ready` a 503 within HEALTH_READY_TIMEOUT_MS
  * (1.5 s by default), logged as a warning.
+ *
+ * With REDIS_URL, `/ready` also reports Redis (`redis: ok | unavailable`) but stays 200
+ * while only Redis is down: reads still work then (the limits fail closed, answering 503 on
+ * login, registration and admin keys), and a proxy that took every replica out of its pool
+ * because the one shared Redis is down would turn that into a full outage
+ * (docs/operations.md, "Redis").
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
@@ -10,8 +16,13 @@ import { sqlPool } from '../../db/client.js'
 import { expectedMigrations, pendingAmong } from '../../db/pending.js'
 import { ServiceUnavailable } from '../../lib/problem.js'
 import { problems } from '../../lib/responses.js'
+import { redisAnswers } from '../../plugins/redis.js'
 
 const Status = Type.Object({ status: Type.Literal('ok') })
+const Readiness = Type.Object({
+  status: Type.Literal('ok'),
+  redis: Type.Optional(Type.Union([Type.Literal('ok'), Type.Literal('unavailable')], { description: 'only with REDIS_URL: whether Redis answered a PING in time' }))
+})
 
 export interface HealthRoutesOptions {
   /** `/ready` answers 503 when the database has not answered within this time (default 1500 ms). */
@@ -52,12 +63,16 @@ export const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesOptions> = asyn
 
   app.get('/ready', {
     config: { rateLimit: false },
-    schema: { tags: ['health'], summary: 'The database answers and its migrations are applied', response: { 200: Status, ...problems(503) } }
-  }, async () => {
+    schema: { tags: ['health'], summary: 'The database answers and its migrations are applied', response: { 200: Readiness, ...problems(503) } }
+  }, async (request) => {
+    const redis = app.redis === null ? undefined : redisAnswers(app.redis, timeoutMs)
     const names = await pending()
     if (names.length > 0) {
       throw new ServiceUnavailable(`The database schema is not up to date: ${names.length} migration(s) pending`)
     }
-    return { status: 'ok' as const }
+    if (redis === undefined) return { status: 'ok' as const }
+    const redisUp = await redis
+    if (!redisUp) request.log.warn('readiness: Redis did not answer; the limits answer 503 until it does')
+    return { status: 'ok' as const, redis: redisUp ? 'ok' as const : 'unavailable' as const }
   })
 }

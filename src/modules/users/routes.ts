@@ -5,7 +5,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyRequest } from 'fastify'
 import createError from '@fastify/error'
-import { budget } from '../../lib/attempts.js'
+import { budget, type AttemptStore } from '../../lib/attempts.js'
 import { Forbidden } from '../../lib/problem.js'
 import { bearerAuth, problems } from '../../lib/responses.js'
 import { IdParams, NoContent } from '../../lib/schemas.js'
@@ -17,7 +17,7 @@ export interface UserRoutesOptions {
   /** The per-client budget of bcrypt-costing requests (shared with the auth routes). */
   authBudget: AuthBudget
   /** Changes of one's own record (PATCH, DELETE) per user and window. */
-  accountChanges: { max: number, timeWindow: number }
+  accountChanges: { max: number, timeWindow: number, store?: AttemptStore }
 }
 
 export const TooManyAccountChanges = createError('RATE_LIMITED', 'Too many changes to this account; retry in %d s', 429)
