@@ -38,10 +38,14 @@ t.test('Redis killed under load: logins fail closed with 503, reads stay up, all
   const loops = Promise.all([0, 1, 2, 3].map((n) => loop('read', n)).concat([0, 1].map((n) => loop('login', n))))
   const wait = async (ms: number) => await new Promise((resolve) => setTimeout(resolve, ms))
 
-  await wait(500)
+  // Load running with Redis up (no fixed wait: a busy machine may take its time).
+  const upDeadline = Date.now() + 30_000
+  while (!answers.some((a) => a.kind === 'login' && a.status === 200) && Date.now() < upDeadline) await wait(50)
   await server.stop()
   const downFrom = Date.now()
-  await wait(1500)
+  // The load runs on while it is down, until a few logins have been answered.
+  const downDeadline = Date.now() + 30_000
+  while (answers.filter((a) => a.kind === 'login' && a.sentAt >= downFrom).length < 4 && Date.now() < downDeadline) await wait(50)
 
   // While it is down: the checks that guard passwords and keys answer 503, with Retry-After.
   const login = await app.inject({ method: 'POST', url: '/api/auth/login', payload: { username: me.username, password: me.password } })
@@ -72,7 +76,7 @@ t.test('Redis killed under load: logins fail closed with 503, reads stay up, all
 
   const reads = answers.filter((a) => a.kind === 'read')
   const logins = answers.filter((a) => a.kind === 'login')
-  t.ok(reads.length > 20, `reads under load (${reads.length})`)
+  t.ok(reads.length > 4, `reads under load (${reads.length})`)
   t.same(reads.filter((a) => a.status !== 200).map((a) => a.status), [], 'every read answered 200, Redis up or down')
   const duringDown = logins.filter((a) => a.sentAt >= downFrom && a.answeredAt <= downUntil)
   t.ok(duringDown.length > 0, `logins while Redis was down (${duringDown.length})`)
