@@ -27,6 +27,7 @@ import { userRoutes } from './modules/users/routes.js'
 import usersService from './modules/users/service.js'
 import authentication from './plugins/authentication.js'
 import contentCoding from './plugins/content-coding.js'
+import draining from './plugins/draining.js'
 import errorHandler from './plugins/error-handler.js'
 import loadShedding from './plugins/load-shedding.js'
 import metrics from './plugins/metrics.js'
@@ -59,6 +60,7 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
   })
 
   await app.register(errorHandler)
+  await app.register(draining)
   await app.register(contentCoding)
   await app.register(fastifyHelmet, {
     // The OpenAPI page loads its own scripts and styles from /docs/static.

@@ -13,6 +13,7 @@ import { parseEnv } from 'node:util'
 import envSchema from 'env-schema'
 import { Type, type Static } from 'typebox'
 import { parseApiKeys } from './lib/api-keys.js'
+import { parseTrustProxy } from './lib/trust-proxy.js'
 
 export const EnvSchema = Type.Object({
   NODE_ENV: Type.Union([Type.Literal('development'), Type.Literal('production'), Type.Literal('test')], { default: 'development' }),
@@ -71,11 +72,22 @@ export const EnvSchema = Type.Object({
   /** Wrong admin keys per client address per window before 429 (src/modules/admin/api-keys.ts). */
   ADMIN_KEY_FAILURES_MAX: Type.Integer({ default: 10, minimum: 1 }),
   ADMIN_KEY_FAILURES_WINDOW_MS: Type.Integer({ default: 900_000, minimum: 1000 }),
-  TRUST_PROXY: Type.Boolean({ default: false }),
+  /**
+   * Whose X-Forwarded-* headers to believe (src/lib/trust-proxy.ts): false (nobody), true
+   * (everybody: only where nothing but the proxy can reach the service), or the proxy's
+   * addresses and CIDR ranges, comma-separated (`10.77.0.10`, `10.0.0.0/8, fd00::/8`).
+   */
+  TRUST_PROXY: Type.String({ default: 'false' }),
   /** Served only over HTTPS (behind a TLS proxy): the CSP asks browsers to upgrade requests. */
   HTTPS_ONLY: Type.Boolean({ default: false }),
   /** How long in-flight requests get on SIGTERM before the process exits anyway (exit 1). */
   SHUTDOWN_GRACE_MS: Type.Integer({ default: 10_000, minimum: 0 }),
+  /**
+   * On SIGTERM, `/health/ready` answers 503 and requests are still served for this long
+   * before the server stops accepting (part of SHUTDOWN_GRACE_MS): time for a proxy's health
+   * check to take the instance out of rotation (docs/deployment.md, "Several replicas").
+   */
+  SHUTDOWN_DRAIN_MS: Type.Integer({ default: 0, minimum: 0, maximum: 600_000 }),
 
   // Metrics and load shedding (docs/operations.md). `/metrics` is served behind ADMIN_API_KEYS.
   /** Shed load (503 OVERLOADED + Retry-After) while the mean event loop delay exceeds this; 0 = never shed. */
@@ -197,8 +209,12 @@ export function loadConfig (data: Record<string, string | undefined> = process.e
   }
   try {
     parseApiKeys(env.ADMIN_API_KEYS)
+    parseTrustProxy(env.TRUST_PROXY)
   } catch (error) {
     throw new ConfigError(`Invalid configuration: ${(error as Error).message}`)
+  }
+  if (env.SHUTDOWN_DRAIN_MS > 0 && env.SHUTDOWN_DRAIN_MS >= env.SHUTDOWN_GRACE_MS) {
+    throw new ConfigError(`Invalid configuration: SHUTDOWN_DRAIN_MS (${env.SHUTDOWN_DRAIN_MS}) must be shorter than SHUTDOWN_GRACE_MS (${env.SHUTDOWN_GRACE_MS}): the drain is part of the grace period`)
   }
   const production = env.NODE_ENV === 'production'
   if (production && configuredDatabaseUrl(env) === undefined && env.EMBEDDED_DB !== true) {

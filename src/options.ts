@@ -2,12 +2,13 @@
  * The Fastify server options, built from the configuration. Used by the server and by
  * the test helper alike, so tests run the service as it runs in production.
  */
-import { randomUUID } from 'node:crypto'
 import type { ServerOptions } from 'node:http'
 import { createRequire } from 'node:module'
 import type { FastifyServerOptions } from 'fastify'
 import type { Config } from './config.js'
 import { clientErrorHandler } from './lib/client-error.js'
+import { requestId } from './lib/request-id.js'
+import { parseTrustProxy } from './lib/trust-proxy.js'
 import { frameworkErrorHandler } from './plugins/error-handler.js'
 
 /** Log paths never written: credentials in headers and any password in a logged object. */
@@ -85,10 +86,11 @@ export function serverOptions (config: Pick<Config, 'LOG_LEVEL' | 'BODY_LIMIT' |
       ...(logStream ? { stream: logStream } : prettyTransport(config.NODE_ENV))
     },
     bodyLimit: config.BODY_LIMIT,
-    trustProxy: config.TRUST_PROXY,
-    // Our own ids: a client-chosen id could forge log lines.
+    trustProxy: parseTrustProxy(config.TRUST_PROXY),
+    // A valid incoming X-Request-Id (the proxy's) is kept, so the proxy's log line and ours
+    // share it; anything else gets our own id (src/lib/request-id.ts).
     requestIdHeader: false,
-    genReqId: () => randomUUID(),
+    genReqId: requestId,
     // Slow or stalled clients do not hold a connection forever.
     ...timeoutOptions(HTTP_TIMEOUTS),
     // Timeouts and malformed HTTP answer problem details too.

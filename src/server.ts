@@ -8,9 +8,12 @@
  * Retry-After, and pending migrations are applied (with retries) as soon as the database
  * answers; the service then recovers with no restart (docs/reliability.md).
  *
- * Close: the first SIGTERM/SIGINT stops accepting connections, lets in-flight requests
- * finish, closes Prisma and the embedded database and exits 0; if that takes longer than
- * SHUTDOWN_GRACE_MS (default 10 s) the process exits 1; a second signal exits 1 at once.
+ * Close: the first SIGTERM/SIGINT first drains for SHUTDOWN_DRAIN_MS (default 0): readiness
+ * answers 503 while requests are still served, so a proxy's health check takes the instance
+ * out of rotation before it stops accepting; then it stops accepting connections, lets
+ * in-flight requests finish, closes Prisma and the embedded database and exits 0; if all that
+ * takes longer than SHUTDOWN_GRACE_MS (default 10 s) the process exits 1; a second signal
+ * exits 1 at once.
  *
  * Migrations have one path: this start (MIGRATE_ON_START, default on), in the container too;
  * `npm run db:migrate` (src/migrate.ts) runs the same steps alone.
@@ -70,6 +73,11 @@ async function main (): Promise<void> {
     if (err) app.log.error({ err }, 'closing after an error')
     else app.log.info({ signal }, 'closing')
     migrator?.stop()
+    app.draining.start()
+    if (config.SHUTDOWN_DRAIN_MS > 0 && !err) {
+      app.log.info({ drainMs: config.SHUTDOWN_DRAIN_MS }, 'draining: readiness answers 503, requests are still served')
+      await new Promise((resolve) => setTimeout(resolve, config.SHUTDOWN_DRAIN_MS))
+    }
     await app.close()
     await embedded?.stop()
     app.log.info('closed')

@@ -1,9 +1,11 @@
 /**
  * The deployment as a user runs it (README, "Docker Compose"): the repository's own
  * docker-compose.yml and Dockerfile, a `.env` made from `.env.example` by setting the values
- * it asks for, `docker compose up --build` on a throwaway project, then over real HTTP through
- * the published port: register, login, read, create, change, delete; a restart keeps the
- * data; `stop` ends the API with exit 0 within its grace period; `down -v` always.
+ * it asks for, `docker compose up --build --scale api=3` on a throwaway project (three API
+ * replicas behind HAProxy, the one published port), then over real HTTP through that port:
+ * requests reach all three replicas with the proxy's request id and the client's address;
+ * register, login, read, create, change, delete; a restart keeps the data; `stop` ends the API
+ * with exit 0 within its grace period; `down -v` always.
  *
  * Needs a Docker engine. It starts one when none answers and gets the base images: pulled,
  * or, where no registry answers, built by `offline-base-images.sh` (OFFLINE_IMAGES_SCRIPT, or
@@ -138,6 +140,35 @@ async function http (base: string, method: string, url: string, body?: unknown, 
   return { status: res.status, json, headers: res.headers, text }
 }
 
+/** Waits until Docker reports every container healthy (the image's health check: /health/ready). */
+async function waitHealthy (ids: string[], timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs
+  let states = ''
+  while (Date.now() < deadline) {
+    states = (await run('docker', ['inspect', '--format', '{{.State.Health.Status}}', ...ids])).stdout
+    if (states.trim().split('\n').every((s) => s === 'healthy')) return
+    await sleep(1000)
+  }
+  throw new Error(`not every api container became healthy within ${timeoutMs} ms: ${states}`)
+}
+
+/** The JSON log lines of a container. */
+async function logLines (id: string): Promise<Record<string, unknown>[]> {
+  const out = await run('docker', ['logs', id])
+  return (out.stdout + '\n' + out.stderr).split('\n').filter((l) => l.startsWith('{')).map((l) => { try { return JSON.parse(l) as Record<string, unknown> } catch { return {} } })
+}
+
+/** How many of these request ids each container logged as completed (containers with none left out). */
+async function requestsPerContainer (ids: string[], requestIds: string[]): Promise<Map<string, number>> {
+  const wanted = new Set(requestIds)
+  const counts = new Map<string, number>()
+  for (const id of ids) {
+    const n = (await logLines(id)).filter((l) => l.msg === 'request completed' && wanted.has(String(l.reqId))).length
+    if (n > 0) counts.set(id, n)
+  }
+  return counts
+}
+
 async function waitReady (base: string, timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs
   let last = ''
@@ -150,6 +181,34 @@ async function waitReady (base: string, timeoutMs: number): Promise<void> {
     await sleep(1000)
   }
   throw new Error(`the API was not ready within ${timeoutMs} ms (last answer: ${last})`)
+}
+
+const REPLICAS = 3
+
+/** IPv4 CIDR ranges overlap. */
+function overlaps (a: string, b: string): boolean {
+  const parse = (cidr: string): [number, number] => {
+    const [ip = '', bits = '32'] = cidr.split('/')
+    const value = ip.split('.').reduce((n, part) => n * 256 + Number(part), 0)
+    return [value, Number(bits)]
+  }
+  const [x, xb] = parse(a)
+  const [y, yb] = parse(b)
+  const size = 2 ** (32 - Math.min(xb, yb))
+  return Math.floor(x / size) === Math.floor(y / size)
+}
+
+/**
+ * A /24 for the compose network (COMPOSE_SUBNET) that no network of this engine uses: the
+ * file's default would collide with another run of this test on the same engine.
+ */
+async function freeSubnet (): Promise<string> {
+  const ids = (await run('docker', ['network', 'ls', '-q'])).stdout.split('\n').filter(Boolean)
+  const used = ids.length === 0 ? [] : (await run('docker', ['network', 'inspect', '--format', '{{range .IPAM.Config}}{{.Subnet}} {{end}}', ...ids])).stdout.split(/\s+/).filter((s) => /^\d+\.\d+\.\d+\.\d+\/\d+$/.test(s))
+  for (;;) {
+    const subnet = `10.${100 + Math.floor(Math.random() * 150)}.${Math.floor(Math.random() * 256)}.0/24`
+    if (!used.some((other) => overlaps(subnet, other))) return subnet
+  }
 }
 
 /** A non-loopback IPv4 address of this machine: "another machine" on the LAN reaches the published port there. */
@@ -230,27 +289,67 @@ t.test('docker compose up --build serves the API from .env.example', { skip: wan
   const port = await freePort()
   const password = randomBytes(12).toString('hex')
   const secret = randomBytes(48).toString('base64url')
-  await writeFile(path.join(dir, '.env'), makeEnv(example, { DB_PASSWORD: password, SECRET: secret, PORT: String(port), JWT_EXPIRES_IN: '2h', LOG_LEVEL: 'warn' }))
+  const subnet = await freeSubnet()
+  const proxyIp = subnet.replace(/0\/24$/, '10')
+  // Logs at info: each replica logs its requests, by the proxy's request id.
+  await writeFile(path.join(dir, '.env'), makeEnv(example, { DB_PASSWORD: password, SECRET: secret, PORT: String(port), JWT_EXPIRES_IN: '2h', LOG_LEVEL: 'info', COMPOSE_SUBNET: subnet, PROXY_IP: proxyIp }))
   const valid = await dc(['config', '-q'])
   t.equal(valid.code, 0, `docker compose config is valid: ${valid.stderr}`)
 
-  const up = await dc(['up', '--build', '-d'], 900_000)
-  t.equal(up.code, 0, 'docker compose up --build -d')
+  const up = await dc(['up', '--build', '-d', '--scale', `api=${REPLICAS}`], 900_000)
+  t.equal(up.code, 0, `docker compose up --build -d --scale api=${REPLICAS}`)
   if (up.code !== 0) { t.comment(up.stdout + up.stderr); return }
   const base = `http://127.0.0.1:${port}`
   await waitReady(base, 180_000)
-  t.pass('the API became ready through the published port')
+  t.pass('the API became ready through the published port (the proxy)')
+  const apiIds = (await dc(['ps', '-q', 'api'])).stdout.split('\n').map((s) => s.trim()).filter(Boolean)
+  t.equal(apiIds.length, REPLICAS, `${REPLICAS} api containers`)
+  await waitHealthy(apiIds, 180_000)
 
-  const containerId = (await dc(['ps', '-q', 'api'])).stdout.trim()
+  await t.test('the proxy is the only published port', async (t) => {
+    const published = (await dc(['ps'])).stdout
+    const ports = (await run('docker', ['ps', '--filter', `label=com.docker.compose.project=${project}`, '--format', '{{.Label "com.docker.compose.service"}} {{.Ports}}'])).stdout
+    t.match(ports, new RegExp(`^proxy .*:${port}->8080/tcp`, 'm'), `proxy publishes ${port}:\n${published}`)
+    for (const line of ports.split('\n').filter((l) => l && !l.startsWith('proxy '))) t.notMatch(line, /->/, `not published: ${line}`)
+  })
+
+  await t.test(`requests reach all ${REPLICAS} replicas, with the proxy's request id and the client's address`, async (t) => {
+    const ids: string[] = []
+    // HAProxy marks a replica up after 2 good checks; wait until each has served a request.
+    const deadline = Date.now() + 60_000
+    let served = new Map<string, number>()
+    while (Date.now() < deadline) {
+      for (let i = 0; i < 3 * REPLICAS; i++) {
+        const res = await fetch(`${base}/api/product?limit=1`, { headers: { 'x-request-id': 'chosen-by-the-client', 'x-forwarded-for': '6.6.6.6' } })
+        t.equal(res.status, 200)
+        await res.arrayBuffer()
+        ids.push(res.headers.get('x-request-id') ?? '')
+      }
+      served = await requestsPerContainer(apiIds, ids)
+      if (served.size === REPLICAS) break
+      await sleep(1000)
+    }
+    t.equal(served.size, REPLICAS, `every replica served some of the ${ids.length} requests: ${[...served.values()].join(', ')}`)
+    t.match(ids[0], /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/, 'the id is the proxy\'s UUID, not the client\'s')
+    t.equal(new Set(ids).size, ids.length, 'one id per request')
+    t.equal([...served.values()].reduce((a, b) => a + b, 0), ids.length, 'each request logged once, by the id the client got back')
+    const logged = (await logLines(apiIds[0]!)).find((l) => ids.includes(String(l.reqId)) && l.req !== undefined) as { req: { remoteAddress: string } } | undefined
+    t.ok(logged, 'a logged request')
+    t.not(logged?.req.remoteAddress, proxyIp, 'the API sees the client, not the proxy (TRUST_PROXY names the proxy)')
+    t.not(logged?.req.remoteAddress, '6.6.6.6', 'and not an address the client made up')
+  })
+
+  const containerId = apiIds[0]!
   await t.test('every .env setting reaches the container; compose overrides only the layout', async (t) => {
     const env = JSON.parse((await run('docker', ['inspect', '--format', '{{json .Config.Env}}', containerId])).stdout) as string[]
     const inside = new Map(env.map((line) => [line.slice(0, line.indexOf('=')), line.slice(line.indexOf('=') + 1)]))
-    const overridden: Record<string, string> = { NODE_ENV: 'production', HOST: '0.0.0.0', PORT: '3000', DATABASE_URL: '', DB_HOST: 'db', DB_PORT: '5432' }
+    const overridden: Record<string, string> = { NODE_ENV: 'production', HOST: '0.0.0.0', PORT: '3000', DATABASE_URL: '', DB_HOST: 'db', DB_PORT: '5432', TRUST_PROXY: proxyIp, SHUTDOWN_DRAIN_MS: '4000' }
     for (const [, name] of example.matchAll(/^([A-Z_][A-Z0-9_]*)=/gm)) {
       t.ok(inside.has(name!), `${name} is passed`)
       if (name! in overridden) t.equal(inside.get(name!), overridden[name!], `${name} set by compose`)
     }
     t.equal(inside.get('SECRET'), secret)
+    t.equal(inside.get('REDIS_URL'), 'redis://redis:6379', 'the redis service')
     t.equal(inside.get('JWT_EXPIRES_IN'), '2h')
     const user = (await run('docker', ['exec', containerId, 'id', '-un'])).stdout.trim()
     t.equal(user, 'node', 'the API runs as the non-root node user')
@@ -316,19 +415,22 @@ t.test('docker compose up --build serves the API from .env.example', { skip: wan
   await t.test('docker compose restart api: the data is still there', async (t) => {
     t.equal((await dc(['restart', 'api'])).code, 0)
     await waitReady(base, 120_000)
+    await waitHealthy(apiIds, 120_000)
     const login = await http(base, 'POST', '/api/auth/login', { username: alice.username, password: alice.password })
     t.equal(login.status, 200, 'the user survives')
     t.equal((await http(base, 'GET', `/api/product/${kept}`)).json.title, 'Desk lamp', 'the product survives')
     t.equal((await http(base, 'GET', `/api/user/${userId}`, undefined, token)).status, 200, 'a token from before the restart still works (SECRET from .env)')
   })
 
-  await t.test('docker compose stop: the API exits 0 within its grace period', async (t) => {
+  await t.test('docker compose stop: every replica exits 0 within its grace period', async (t) => {
     const started = Date.now()
     t.equal((await dc(['stop', 'api'])).code, 0)
     const took = Date.now() - started
-    const state = JSON.parse((await run('docker', ['inspect', '--format', '{{json .State}}', containerId])).stdout) as { ExitCode: number, Running: boolean }
-    t.equal(state.Running, false)
-    t.equal(state.ExitCode, 0, 'graceful close: exit 0 (SIGKILL after the grace period would be 137)')
+    for (const id of apiIds) {
+      const state = JSON.parse((await run('docker', ['inspect', '--format', '{{json .State}}', id])).stdout) as { ExitCode: number, Running: boolean }
+      t.equal(state.Running, false)
+      t.equal(state.ExitCode, 0, 'graceful close (drain, then close): exit 0 (SIGKILL after the grace period would be 137)')
+    }
     t.ok(took < 20_000, `stopped in ${took} ms, under stop_grace_period (20 s)`)
   })
 })

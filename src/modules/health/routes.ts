@@ -2,7 +2,8 @@
  * Liveness (the process answers) and readiness (the database answers and its schema is
  * current: every migration of prisma/migrations is applied). Both answer at once; a
  * database that is down or hangs makes `/ready` a 503 within HEALTH_READY_TIMEOUT_MS
- * (1.5 s by default), logged as a warning.
+ * (1.5 s by default), logged as a warning. Once the server drains for a stop
+ * (src/plugins/draining.ts), `/ready` is a 503 at once while other routes are still served.
  *
  * With REDIS_URL, `/ready` also reports Redis (`redis: ok | unavailable`) but stays 200
  * while only Redis is down: reads still work then (the limits fail closed, answering 503 on
@@ -65,6 +66,7 @@ export const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesOptions> = asyn
     config: { rateLimit: false },
     schema: { tags: ['health'], summary: 'The database answers and its migrations are applied', response: { 200: Readiness, ...problems(503) } }
   }, async (request) => {
+    if (app.draining.active) throw new ServiceUnavailable('The service is shutting down')
     const redis = app.redis === null ? undefined : redisAnswers(app.redis, timeoutMs)
     const names = await pending()
     if (names.length > 0) {

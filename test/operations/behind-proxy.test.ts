@@ -1,0 +1,102 @@
+/**
+ * What the service does for the proxy in front of its replicas (docker-compose.yml,
+ * deploy/haproxy.cfg): it keeps a valid incoming X-Request-Id, believes X-Forwarded-For from
+ * exactly the addresses TRUST_PROXY names, and drains on stop (readiness 503 while requests
+ * are still served). The proxy itself: test/deploy/rolling-restart-host.test.ts.
+ */
+import { Writable } from 'node:stream'
+import t from 'tap'
+import { loadConfig } from '../../src/config.js'
+import { parseTrustProxy } from '../../src/lib/trust-proxy.js'
+import { assertProblem } from '../helpers/assertions.js'
+import { build } from '../helpers/build.js'
+
+t.test('a valid incoming X-Request-Id is kept; anything else gets a UUID', async (t) => {
+  const app = await build(t)
+  const uuid = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
+  for (const id of ['1b4e28ba-2fa1-41d2-883f-0016d3cca427', 'req-42', 'a.b_c:d/e+f=g@h', 'x'.repeat(128)]) {
+    const res = await app.inject({ method: 'GET', url: '/health/live', headers: { 'x-request-id': id } })
+    t.equal(res.headers['x-request-id'], id, `kept: ${id.slice(0, 40)}`)
+  }
+  const invalid: [string, string][] = [
+    ['empty', ''], ['too long', 'x'.repeat(129)], ['a space', 'two words'], ['a control character', 'forged\tline'],
+    ['a quote', 'a"b'], ['a semicolon', 'a;b'], ['non-ASCII', 'idé'], ['JSON', '{"level":60}']
+  ]
+  for (const [what, id] of invalid) {
+    const res = await app.inject({ method: 'GET', url: '/health/live', headers: { 'x-request-id': id } })
+    t.match(res.headers['x-request-id'], uuid, `${what}: replaced by a UUID`)
+  }
+  // Two headers arrive joined ("a, b"): not one id.
+  const twice = await app.inject({ method: 'GET', url: '/health/live', headers: { 'x-request-id': ['one', 'two'] } })
+  t.match(twice.headers['x-request-id'], uuid, 'repeated header: replaced by a UUID')
+  const missing = await app.inject({ method: 'GET', url: '/health/live' })
+  t.match(missing.headers['x-request-id'], uuid, 'none sent: a UUID')
+
+  const problem = await app.inject({ method: 'GET', url: '/nowhere', headers: { 'x-request-id': 'trace-404' } })
+  t.equal(assertProblem(t, problem, 404, 'NOT_FOUND').requestId, 'trace-404', 'the problem body names the same id')
+})
+
+t.test('the kept id is the one in the logs', async (t) => {
+  const lines: string[] = []
+  const logStream = new Writable({ write (chunk, _enc, done) { lines.push(...String(chunk).trim().split('\n')); done() } })
+  const app = await build(t, { env: { LOG_LEVEL: 'info' }, logStream })
+  await app.inject({ method: 'GET', url: '/health/live', headers: { 'x-request-id': 'from-the-proxy-1' } })
+  const logged = lines.map((l) => JSON.parse(l) as { reqId?: string, msg?: string }).filter((l) => l.reqId === 'from-the-proxy-1')
+  t.same(logged.map((l) => l.msg), ['incoming request', 'request completed'])
+})
+
+t.test('TRUST_PROXY: X-Forwarded-For believed from exactly the listed proxies', async (t) => {
+  const seen = async (trust: string, remoteAddress: string, forwarded: string): Promise<string> => {
+    const lines: string[] = []
+    const logStream = new Writable({ write (chunk, _enc, done) { lines.push(...String(chunk).trim().split('\n')); done() } })
+    const app = await build(t, { env: { LOG_LEVEL: 'info', TRUST_PROXY: trust }, logStream })
+    await app.inject({ method: 'GET', url: '/health/live', remoteAddress, headers: { 'x-forwarded-for': forwarded } })
+    await app.close()
+    const line = lines.map((l) => JSON.parse(l) as { req?: { remoteAddress?: string } }).find((l) => l.req !== undefined)
+    return line?.req?.remoteAddress ?? ''
+  }
+  // The proxy appends the client it saw; a client may have sent its own X-Forwarded-For first.
+  t.equal(await seen('10.77.0.10', '10.77.0.10', '6.6.6.6, 203.0.113.7'), '203.0.113.7', 'from the proxy: the client the proxy saw, not what the client claimed')
+  t.equal(await seen('10.77.0.10', '10.77.0.11', '203.0.113.7'), '10.77.0.11', 'from another address (another container): the header is ignored')
+  t.equal(await seen('10.77.0.0/24', '10.77.0.11', '203.0.113.7'), '203.0.113.7', 'a CIDR range')
+  t.equal(await seen('false', '10.77.0.10', '203.0.113.7'), '10.77.0.10', 'false: nobody')
+  t.equal(await seen('true', '10.77.0.10', '6.6.6.6, 203.0.113.7'), '6.6.6.6', 'true: the whole chain, a client-chosen address included (why the compose file names the proxy)')
+})
+
+t.test('TRUST_PROXY: values', async (t) => {
+  t.equal(parseTrustProxy('false'), false)
+  t.equal(parseTrustProxy('true'), true)
+  t.same(parseTrustProxy('10.77.0.10'), ['10.77.0.10'])
+  t.same(parseTrustProxy(' 10.0.0.0/8, fd00::/8 ,loopback'), ['10.0.0.0/8', 'fd00::/8', 'loopback'])
+  t.equal(loadConfig({}, false).TRUST_PROXY, 'false', 'default: nobody')
+  for (const wrong of ['proxy', 'yes', '10.0.0.0/33', 'fd00::/129', '10.0.0.1/8/1', '10.0.0.300', '10.0.0.1,', '10.0.0.0/x', '']) {
+    if (wrong === '') {
+      t.equal(loadConfig({ TRUST_PROXY: wrong }, false).TRUST_PROXY, 'false', 'empty: the default')
+      continue
+    }
+    t.throws(() => loadConfig({ TRUST_PROXY: wrong }, false), { name: 'ConfigError', message: /TRUST_PROXY/ }, `refused: ${wrong}`)
+  }
+})
+
+t.test('SHUTDOWN_DRAIN_MS is part of the grace period', async (t) => {
+  t.equal(loadConfig({}, false).SHUTDOWN_DRAIN_MS, 0, 'default: no drain')
+  t.equal(loadConfig({ SHUTDOWN_DRAIN_MS: '4000' }, false).SHUTDOWN_DRAIN_MS, 4000)
+  t.throws(() => loadConfig({ SHUTDOWN_DRAIN_MS: '10000' }, false), { name: 'ConfigError', message: /SHUTDOWN_DRAIN_MS \(10000\) must be shorter than SHUTDOWN_GRACE_MS \(10000\)/ })
+  t.throws(() => loadConfig({ SHUTDOWN_DRAIN_MS: '-1' }, false), { name: 'ConfigError', message: /SHUTDOWN_DRAIN_MS/ })
+  t.throws(() => loadConfig({ SHUTDOWN_DRAIN_MS: 'soon' }, false), { name: 'ConfigError', message: /SHUTDOWN_DRAIN_MS/ })
+})
+
+t.test('draining: readiness answers 503, every other request is still served, with Connection: close', async (t) => {
+  const app = await build(t)
+  t.equal((await app.inject({ method: 'GET', url: '/health/ready' })).statusCode, 200, 'ready before')
+  t.not((await app.inject({ method: 'GET', url: '/api/product' })).headers.connection, 'close', 'kept alive before')
+  app.draining.start()
+  const ready = await app.inject({ method: 'GET', url: '/health/ready' })
+  const problem = assertProblem(t, ready, 503, 'SERVICE_UNAVAILABLE')
+  t.match(problem.detail, /shutting down/)
+  t.match(ready.headers['retry-after'], /^\d+$/)
+  const list = await app.inject({ method: 'GET', url: '/api/product' })
+  t.equal(list.statusCode, 200, 'requests are still served')
+  t.equal(list.headers.connection, 'close', 'and their connections closed, so clients reconnect elsewhere')
+  t.equal((await app.inject({ method: 'GET', url: '/health/live' })).statusCode, 200, 'alive')
+})
