@@ -109,7 +109,8 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
     poolSize: config.DB_POOL_SIZE,
     connectionTimeoutMillis: config.DB_CONNECT_TIMEOUT_MS,
     statementTimeoutMillis: config.DB_STATEMENT_TIMEOUT_MS,
-    queryTimeoutMillis: config.DB_QUERY_TIMEOUT_MS
+    queryTimeoutMillis: config.DB_QUERY_TIMEOUT_MS,
+    pgbouncer: config.DB_PGBOUNCER
   })
   await app.register(password, { cost: config.BCRYPT_COST })
   await app.register(metrics)

@@ -30,6 +30,16 @@ export const EnvSchema = Type.Object({
   DB_PASSWORD: Type.String({ default: 'postgres' }),
   DB_NAME: Type.String({ default: 'app', minLength: 1, pattern: '^[A-Za-z0-9_]+$' }),
   DB_POOL_SIZE: Type.Integer({ default: 10, minimum: 1, maximum: 200 }),
+  /**
+   * How many replicas of the service share the database: at start, DB_POOL_SIZE x API_REPLICAS
+   * is checked against the server's max_connections (src/db/pool-budget.ts), with a warning.
+   */
+  API_REPLICAS: Type.Integer({ default: 1, minimum: 1, maximum: 1000 }),
+  /**
+   * The database URL leads to PgBouncer in transaction pooling mode: no named prepared
+   * statements and no statement_timeout startup parameter (docs/operations.md, "PgBouncer").
+   */
+  DB_PGBOUNCER: Type.Boolean({ default: false }),
 
   // Database time limits (src/db/client.ts): a database that hangs is a 503 within seconds.
   /** Wait at most this long for a pool connection (a new one included). */

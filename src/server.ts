@@ -21,10 +21,12 @@
 import closeWithGrace from 'close-with-grace'
 import { buildApp } from './app.js'
 import { loadConfig, type Config } from './config.js'
+import { sqlPool } from './db/client.js'
 import { migrateDeploy } from './db/migrate.js'
 import { migrateInBackground, type Migrator } from './db/migrate-on-start.js'
 import { openDatabase } from './db/open.js'
 import { pendingMigrations } from './db/pending.js'
+import { checkPoolBudget } from './db/pool-budget.js'
 import { exitOnSetupError } from './lib/setup-error.js'
 
 /**
@@ -85,6 +87,11 @@ async function main (): Promise<void> {
 
   const address = await app.listen({ host: config.HOST, port: config.PORT })
   app.log.info(`listening on ${address} (OpenAPI page: ${address}/docs)`)
+
+  // Every replica's pool against the server's max_connections: a warning when it does not fit.
+  checkPoolBudget(sqlPool(app.prisma), { poolSize: config.DB_POOL_SIZE, replicas: config.API_REPLICAS, pgbouncer: config.DB_PGBOUNCER, statementTimeoutMs: config.DB_STATEMENT_TIMEOUT_MS }).then(
+    (budget) => app.log[budget.level]({ poolBudget: budget.figures }, budget.message),
+    (error: Error) => app.log.info(`Connection budget not checked (the database did not answer: ${error.message})`))
 
   // A configured database may be down at start: migrate in the background, with retries.
   if (config.MIGRATE_ON_START && embedded === undefined) {

@@ -20,7 +20,8 @@ t.test('a wrong value stops the service with a message naming the variable', asy
     { JWT_EXPIRES_IN: 'forever' }, { LOG_LEVEL: 'loud' }, { NODE_ENV: 'staging' }, { SECRET: 'too-short' },
     { DATABASE_URL: 'mysql://x' }, { DB_NAME: 'bad name;' }, { BODY_LIMIT: '10' }, { MIGRATE_ON_START: 'maybe' },
     { SHUTDOWN_GRACE_MS: '-5' }, { HTTPS_ONLY: 'sometimes' }, { EMBEDDED_DB: 'perhaps' },
-    { REDIS_URL: 'http://localhost:6379' }, { REDIS_COMMAND_TIMEOUT_MS: '0' }, { REDIS_CONNECT_TIMEOUT_MS: 'soon' }
+    { REDIS_URL: 'http://localhost:6379' }, { REDIS_COMMAND_TIMEOUT_MS: '0' }, { REDIS_CONNECT_TIMEOUT_MS: 'soon' },
+    { API_REPLICAS: '0' }, { DB_PGBOUNCER: 'yes please' }
   ]
   for (const env of cases) {
     const name = Object.keys(env)[0]!

@@ -20,9 +20,17 @@ export interface ClientOptions {
   statementTimeoutMillis?: number
   /** Client side: a query with no answer fails after this long ('Query read timeout', 503) and its connection is dropped; 0 = none. */
   queryTimeoutMillis?: number
+  /**
+   * The URL leads to PgBouncer in transaction pooling mode: each transaction may run on
+   * another server connection, so no named prepared statements (a name prepared on one is
+   * missing on the next), and no `statement_timeout` startup parameter (PgBouncer refuses
+   * parameters it does not know; set it on the role instead: docs/operations.md).
+   */
+  pgbouncer?: boolean
 }
 
 const pools = new WeakMap<PrismaClient, pg.Pool>()
+const unnamed = new WeakSet<PrismaClient>()
 
 export function createPrismaClient (options: ClientOptions): PrismaClient {
   const pool = new pg.Pool({
@@ -33,7 +41,7 @@ export function createPrismaClient (options: ClientOptions): PrismaClient {
     // A hung database must not hold requests: the server cancels long statements (also a
     // wait on a lock), and when the server itself does not answer (frozen host, network
     // gone), the client gives up. pg-pool discards a connection whose query failed so.
-    ...(options.statementTimeoutMillis ? { statement_timeout: options.statementTimeoutMillis } : {}),
+    ...(options.statementTimeoutMillis && options.pgbouncer !== true ? { statement_timeout: options.statementTimeoutMillis } : {}),
     ...(options.queryTimeoutMillis ? { query_timeout: options.queryTimeoutMillis } : {})
   })
   // An idle connection the server drops (a restart, a dropped database) is discarded by the
@@ -44,7 +52,17 @@ export function createPrismaClient (options: ClientOptions): PrismaClient {
   // Prisma's $disconnect ends the pool (once Prisma has connected; see `closePrismaClient`).
   const client = new PrismaClient({ adapter: new PrismaPg(pool, { disposeExternalPool: true }) })
   pools.set(client, pool)
+  if (options.pgbouncer === true) unnamed.add(client)
   return client
+}
+
+/**
+ * The name to give a prepared statement on `sqlPool(client)`: `name` (parsed once per
+ * connection), or undefined behind PgBouncer's transaction pooling (an unnamed statement,
+ * parsed each time). Prisma's own queries are unnamed statements already.
+ */
+export function statementName (client: PrismaClient, name: string): string | undefined {
+  return unnamed.has(client) ? undefined : name
 }
 
 /** Disconnects Prisma and ends its pool, also when only `sqlPool` statements ever used it. */

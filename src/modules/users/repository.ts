@@ -5,10 +5,11 @@
  * Reads that run on every request (the token's user) or on every login are prepared
  * statements on Prisma's own pg pool: Prisma compiles each query anew, which was about 40%
  * of the CPU of an authenticated read (bench/README.md, "Where the CPU of GET /api/user/:id goes").
+ * Behind PgBouncer (DB_PGBOUNCER) they are unnamed: see `statementName`.
  */
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
-import { sqlPool } from '../../db/client.js'
+import { sqlPool, statementName } from '../../db/client.js'
 import type { PrismaClient } from '../../generated/prisma/client.js'
 import { keysetPage, keysetQuery, type PageOf, type PageQueryInput } from '../../lib/schemas.js'
 import type { PublicUser } from './schemas.js'
@@ -53,7 +54,7 @@ export function usersRepository (prisma: PrismaClient) {
   /** Rows of a named (prepared) statement; a driver error is wrapped as the cause, where the error handler's classifier reads it (503 when the database is unreachable). */
   async function prepared<Row extends object> (name: string, text: string, values: unknown[]): Promise<Row[]> {
     try {
-      return (await pool.query<Row>({ name, text, values })).rows
+      return (await pool.query<Row>({ name: statementName(prisma, name), text, values })).rows
     } catch (error) {
       throw new Error(`Query ${name} failed: ${(error as Error).message}`, { cause: error })
     }
