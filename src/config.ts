@@ -137,10 +137,10 @@ export class ConfigError extends Error {
 }
 
 /** Variables that may instead name a file holding the value (`SECRET_FILE=/run/secrets/jwt`). */
-export const FILE_VARIABLES = ['SECRET', 'DB_PASSWORD', 'DATABASE_URL', 'ADMIN_API_KEYS', 'REDIS_URL'] as const
+const FILE_VARIABLES = ['SECRET', 'DB_PASSWORD', 'DATABASE_URL', 'ADMIN_API_KEYS', 'REDIS_URL'] as const
 
 /** Where development keeps its generated SECRET, so a restart (`npm run dev`) keeps everyone logged in. */
-export const DEV_SECRET_FILE = path.join('.data', 'dev-secret')
+const DEV_SECRET_FILE = path.join('.data', 'dev-secret')
 
 export interface LoadOptions {
   /**

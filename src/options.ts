@@ -12,7 +12,7 @@ import { parseTrustProxy } from './lib/trust-proxy.js'
 import { frameworkErrorHandler } from './plugins/error-handler.js'
 
 /** Log paths never written: credentials in headers and any password in a logged object. */
-export const REDACTED_PATHS = [
+const REDACTED_PATHS = [
   'req.headers.authorization',
   'req.headers.cookie',
   'req.headers["x-api-key"]',

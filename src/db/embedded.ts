@@ -251,7 +251,7 @@ async function postgresIds (): Promise<{ uid: number, gid: number }> {
   return { uid: await id('-u'), gid: await id('-g') }
 }
 
-export async function createDatabaseIfMissing (adminUrl: string, database: string, template?: string): Promise<void> {
+async function createDatabaseIfMissing (adminUrl: string, database: string, template?: string): Promise<void> {
   const client = new pg.Client({ connectionString: adminUrl })
   await client.connect()
   try {

@@ -10,7 +10,7 @@ import pg from 'pg'
 import { migrateDeploy } from './migrate.js'
 import { pendingMigrations } from './pending.js'
 
-export interface MigratorLog {
+interface MigratorLog {
   info: (message: string) => void
   warn: (message: string) => void
 }

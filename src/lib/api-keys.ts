@@ -11,8 +11,8 @@
  * generate keys, never type them.
  */
 
-export const MIN_API_KEY_LENGTH = 32
-export const MIN_API_KEY_BITS = 128
+const MIN_API_KEY_LENGTH = 32
+const MIN_API_KEY_BITS = 128
 
 /** Length times the Shannon entropy (bits per character) of the key's own characters. */
 export function estimatedKeyBits (key: string): number {

@@ -15,7 +15,7 @@ import { MAX_INT4 } from '../lib/schemas.js'
 import type { TokenUser } from '../modules/users/repository.js'
 import type { PublicUser } from '../modules/users/schemas.js'
 
-export interface TokenClaims {
+interface TokenClaims {
   /** The user id, as a string (RFC 7519). */
   sub: string
   /** The user's token version when the token was issued. */
@@ -40,7 +40,7 @@ declare module 'fastify' {
   }
 }
 
-export interface AuthenticationOptions {
+interface AuthenticationOptions {
   secret: string
   expiresIn: string
   /** The user a token names, with its token version, or null: runs on every authenticated request. */

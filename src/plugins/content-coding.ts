@@ -8,7 +8,7 @@ import createError from '@fastify/error'
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
 
-export const UnsupportedContentEncoding = createError('UNSUPPORTED_MEDIA_TYPE', 'Content-Encoding %s is not supported: send the body uncompressed', 415)
+const UnsupportedContentEncoding = createError('UNSUPPORTED_MEDIA_TYPE', 'Content-Encoding %s is not supported: send the body uncompressed', 415)
 
 function hasBody (headers: Record<string, string | string[] | undefined>): boolean {
   return headers['transfer-encoding'] !== undefined || (headers['content-length'] !== undefined && headers['content-length'] !== '0')

@@ -21,7 +21,7 @@ declare module 'fastify' {
   }
 }
 
-export interface LoadSheddingOptions {
+interface LoadSheddingOptions {
   /** Shed while the mean event loop delay exceeds this (ms); 0 disables the shedding. */
   maxEventLoopDelayMs: number
   /** How often the delay is sampled (ms): the time to start and to stop shedding. */

@@ -23,14 +23,14 @@ declare module 'fastify' {
   }
 }
 
-export interface Metrics {
+interface Metrics {
   registry: Registry
   /** Counts a request refused by the load shedding. */
   loadShed: (request: FastifyRequest) => void
 }
 
 /** The label of requests no route matched (404s, and 405s of unknown methods). */
-export const UNMATCHED_ROUTE = 'unmatched'
+const UNMATCHED_ROUTE = 'unmatched'
 
 /** The route pattern, never the URL: a bounded label set. */
 function routeLabel (request: FastifyRequest): string {
@@ -111,7 +111,7 @@ async function metricsPlugin (app: FastifyInstance): Promise<void> {
     loadShed: (request: FastifyRequest) => { shed.inc({ method: request.method, route: routeLabel(request) }) }
   })
 
-  app.addHook('onRequest', (request, reply, done) => {
+  app.addHook('onRequest', (_request, reply, done) => {
     inFlight.inc()
     // 'close' comes once per response, also when the client went away before the end.
     reply.raw.once('close', () => { inFlight.dec() })

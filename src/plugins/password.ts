@@ -30,7 +30,7 @@ export interface PasswordHasher {
   onTask: (listener: TaskListener) => void
 }
 
-export type TaskListener = (op: PasswordTask['op'], seconds: number) => void
+type TaskListener = (op: PasswordTask['op'], seconds: number) => void
 
 declare module 'fastify' {
   interface FastifyInstance {

@@ -9,9 +9,7 @@ declare module 'fastify' {
   }
 }
 
-export type PrismaPluginOptions = ClientOptions
-
-async function prismaPlugin (app: FastifyInstance, options: PrismaPluginOptions): Promise<void> {
+async function prismaPlugin (app: FastifyInstance, options: ClientOptions): Promise<void> {
   const prisma = createPrismaClient(options)
   app.decorate('prisma', prisma)
   app.addHook('onClose', async () => { await closePrismaClient(prisma) })

@@ -20,9 +20,9 @@ import {
   type KeyAuthPluginOptions
 } from '../../plugins/keyauth/index.js'
 
-export const ApiKeyMissing = createError('API_KEY_MISSING', MISSING_OR_MALFORMED_MESSAGE, 401)
-export const ApiKeyInvalid = createError('API_KEY_INVALID', INVALID_KEY_MESSAGE, 401)
-export const TooManyWrongKeys = createError('RATE_LIMITED', 'Too many wrong API keys from this client; retry in %d s', 429)
+const ApiKeyMissing = createError('API_KEY_MISSING', MISSING_OR_MALFORMED_MESSAGE, 401)
+const ApiKeyInvalid = createError('API_KEY_INVALID', INVALID_KEY_MESSAGE, 401)
+const TooManyWrongKeys = createError('RATE_LIMITED', 'Too many wrong API keys from this client; retry in %d s', 429)
 
 /** The OpenAPI security scheme of the admin routes, and the requirement they declare. */
 export const adminApiKeyScheme = {

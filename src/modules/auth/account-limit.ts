@@ -27,9 +27,7 @@ export interface AccountLimitOptions {
   timeWindow: number
 }
 
-export const DEFAULT_ACCOUNT_LIMIT: AccountLimitOptions = { max: 10, timeWindow: 15 * 60_000 }
-
-export const TooManyFailedLogins = createError('RATE_LIMITED', 'Too many failed logins for this account; retry in %d s', 429)
+const TooManyFailedLogins = createError('RATE_LIMITED', 'Too many failed logins for this account; retry in %d s', 429)
 
 /** The counter key of a login: the account when there is one, else the folded name. */
 export function accountKey (account: { folded: string, credentials: { id: number } | null }): string {

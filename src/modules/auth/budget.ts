@@ -23,7 +23,7 @@ export interface AuthBudgetOptions {
   store?: AttemptStore
 }
 
-export const TooManyRequests = createError('RATE_LIMITED', 'Too many requests; retry in %d s', 429)
+const TooManyRequests = createError('RATE_LIMITED', 'Too many requests; retry in %d s', 429)
 
 /** Spends one request of the client's budget, or throws 429 (with Retry-After) when it is used up. */
 export type AuthBudget = (request: FastifyRequest, reply: FastifyReply) => Promise<void>

@@ -5,7 +5,7 @@ import type { PrismaClient } from '../../generated/prisma/client.js'
 import { isForeignKeyViolation } from '../../db/errors.js'
 import { keysetPage, keysetQuery, type PageQueryInput } from '../../lib/schemas.js'
 
-export function productsRepository (prisma: PrismaClient) {
+function productsRepository (prisma: PrismaClient) {
   return {
     /** A page in id order. */
     async page (query: PageQueryInput) {

@@ -9,7 +9,7 @@ import type { PageQueryInput } from '../../lib/schemas.js'
 import type { ProductsRepository } from './repository.js'
 import type { CreateProductInput } from './schemas.js'
 
-export function productsService (products: ProductsRepository) {
+function productsService (products: ProductsRepository) {
   const missing = (id: number) => new NotFound(`Product ${id} does not exist`)
 
   return {
@@ -45,7 +45,7 @@ export function productsService (products: ProductsRepository) {
   }
 }
 
-export type ProductsService = ReturnType<typeof productsService>
+type ProductsService = ReturnType<typeof productsService>
 
 declare module 'fastify' {
   interface FastifyInstance {

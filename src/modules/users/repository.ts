@@ -30,7 +30,7 @@ const publicUserSelect = Object.fromEntries(Object.keys(PUBLIC_COLUMNS).map((fie
 export type TokenUser = PublicUser & { tokenVersion: number }
 
 /** The account a login name names, if any, and the name folded as the database folds it. */
-export interface LoginAccount {
+interface LoginAccount {
   /** `lower(name)` under the database's collation: what citext compares. */
   folded: string
   credentials: { id: number, passwordHash: string, tokenVersion: number } | null
@@ -48,7 +48,7 @@ const loginSql = (column: 'username' | 'email') =>
    FROM login LEFT JOIN users u ON u.${column} = login.name`
 const LOGIN_SQL = { username: loginSql('username'), email: loginSql('email') }
 
-export function usersRepository (prisma: PrismaClient) {
+function usersRepository (prisma: PrismaClient) {
   const pool = sqlPool(prisma)
 
   /** Rows of a named (prepared) statement; a driver error is wrapped as the cause, where the error handler's classifier reads it (503 when the database is unreachable). */

@@ -20,7 +20,7 @@ export interface UserRoutesOptions {
   accountChanges: { max: number, timeWindow: number, store?: AttemptStore }
 }
 
-export const TooManyAccountChanges = createError('RATE_LIMITED', 'Too many changes to this account; retry in %d s', 429)
+const TooManyAccountChanges = createError('RATE_LIMITED', 'Too many changes to this account; retry in %d s', 429)
 
 /** The authenticated user, when `id` is theirs. */
 function ownRecord (request: FastifyRequest, id: number): PublicUser {

@@ -3,13 +3,13 @@ import { Type, type Static } from 'typebox'
 import { Id, Timestamp } from '../../lib/schemas.js'
 
 /** Letters, digits, `.`, `_` and `-`: never `@`, so a login name with `@` is an e-mail. */
-export const Username = Type.String({ minLength: 3, maxLength: 32, pattern: '^[A-Za-z0-9._-]+$', description: '3-32 letters, digits, `.`, `_` or `-`' })
-export const Email = Type.String({ format: 'email', minLength: 3, maxLength: 254 })
+const Username = Type.String({ minLength: 3, maxLength: 32, pattern: '^[A-Za-z0-9._-]+$', description: '3-32 letters, digits, `.`, `_` or `-`' })
+const Email = Type.String({ format: 'email', minLength: 3, maxLength: 254 })
 /**
  * 8 to 72 characters. bcrypt reads at most 72 *bytes*; the byte length is checked by the
  * service (a JSON schema cannot count UTF-8 bytes), see users/service.ts.
  */
-export const Password = Type.String({ minLength: 8, maxLength: 72, description: '8 to 72 bytes in UTF-8' })
+const Password = Type.String({ minLength: 8, maxLength: 72, description: '8 to 72 bytes in UTF-8' })
 
 export const RegisterBody = Type.Object({
   username: Username,
@@ -32,7 +32,6 @@ export type UpdateUserInput = Static<typeof UpdateUserBody>
 export const DeleteUserBody = Type.Object({
   password: passwordToCheck('your current password')
 }, { additionalProperties: false })
-export type DeleteUserInput = Static<typeof DeleteUserBody>
 
 export const User = Type.Object({
   id: Id,

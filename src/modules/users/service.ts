@@ -14,7 +14,7 @@ import type { UsersRepository } from './repository.js'
 import type { PublicUser, RegisterInput, UpdateUserInput } from './schemas.js'
 
 /** A wrong current password on PATCH or DELETE /api/user/:id: 403 (the token is fine; 401 would tell clients to drop it). */
-export const WrongPassword = createError('WRONG_PASSWORD', 'The current password is wrong', 403)
+const WrongPassword = createError('WRONG_PASSWORD', 'The current password is wrong', 403)
 
 function checkPasswordBytes (password: string): void {
   if (Buffer.byteLength(password, 'utf8') > MAX_PASSWORD_BYTES) {
@@ -22,7 +22,7 @@ function checkPasswordBytes (password: string): void {
   }
 }
 
-export interface UsersServiceDependencies {
+interface UsersServiceDependencies {
   users: UsersRepository
   passwords: PasswordHasher
   signToken: (user: { id: number, tokenVersion: number }) => Promise<string>
@@ -30,7 +30,7 @@ export interface UsersServiceDependencies {
   guesses: AccountLimiter
 }
 
-export function usersService ({ users, passwords, signToken, guesses }: UsersServiceDependencies) {
+function usersService ({ users, passwords, signToken, guesses }: UsersServiceDependencies) {
   /** bcrypt's verdict, or the time of one spent on nothing when there is no hash to compare or the password is longer than bcrypt reads. */
   async function verify (password: string, passwordHash: string | undefined): Promise<boolean> {
     return passwordHash === undefined || Buffer.byteLength(password, 'utf8') > MAX_PASSWORD_BYTES
@@ -117,7 +117,7 @@ export function usersService ({ users, passwords, signToken, guesses }: UsersSer
   }
 }
 
-export type UsersService = ReturnType<typeof usersService>
+type UsersService = ReturnType<typeof usersService>
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -125,7 +125,7 @@ declare module 'fastify' {
   }
 }
 
-export interface UsersServicePluginOptions {
+interface UsersServicePluginOptions {
   guesses: AccountLimiter
 }
 
