@@ -3,7 +3,7 @@
  * sent as `Authorization: Bearer <key>`; every configured key is valid, so a key can be
  * rotated without downtime (add the new one, move clients over, remove the old one).
  * Refusals leave as problem details like every other error of the service, with the
- * SPEC.md texts as their detail.
+ * key-auth's texts (src/plugins/keyauth/README.md, "Errors") as their detail.
  */
 import createError from '@fastify/error'
 import { normalizeIP } from '@fastify/rate-limit'

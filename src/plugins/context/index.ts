@@ -1,6 +1,7 @@
 /**
- * The context API: request and reply decorators for the request-context operations of
- * SPEC.md. README.md maps every operation to its API and its test.
+ * The context API: request and reply decorators for the request-context operations.
+ * README.md maps every operation to its API and its test; a decorator's comment starts with
+ * the operation's name there (QueryInt, SendFile...).
  */
 import { tmpdir } from 'node:os'
 import type { FastifyInstance } from 'fastify'

@@ -1,6 +1,6 @@
 /**
  * Content negotiation shared by the request decorators (`accepts*`) and the reply side
- * (`format`). SPEC.md "Accepts rules":
+ * (`format`). README.md "Content negotiation", the Accepts rules:
  *  1. an extension (`html`, `.html`) or a full type may be offered;
  *  2. higher q wins; `q=0` excludes; `*∕*;q=0` refuses what is not otherwise listed;
  *  3. a more specific Accept entry beats a wildcard one, and among entries of one type the one

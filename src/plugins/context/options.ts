@@ -2,21 +2,21 @@ import type { ReplyOptions, ResolvedReplyOptions } from './reply/options.js'
 import type { ParserDecoderConfig } from './request/parser-decoder.js'
 
 /**
- * Options of the context plugin: the application settings of SPEC.md, and the response
+ * Options of the context plugin: the application settings (README.md "Settings (plugin options)"), and the response
  * side's (files, views, cookie, redirectBackOrigins: src/plugins/context/reply/options.ts).
  */
 export interface ContextOptions extends ReplyOptions {
   /**
-   * SPEC.md "Immutable". In JavaScript strings are immutable already; see
+   * Immutable. In JavaScript strings are immutable already; see
    * README.md for what it changes (Buffers handed out are copies).
    * @default false
    */
   immutable?: boolean
-  /** SPEC.md "ProxyHeader": when set, `request.ipAddress()` reads the client address from this header. */
+  /** ProxyHeader: when set, `request.ipAddress()` reads the client address from this header. */
   proxyHeader?: string
-  /** SPEC.md "EnableSplittingOnParsers": split `a,b` query values into list elements in the binders. @default false */
+  /** EnableSplittingOnParsers: split `a,b` query values into list elements in the binders. @default false */
   enableSplittingOnParsers?: boolean
-  /** SPEC.md "subdomain offset": labels dropped from the right by `subdomains()`. @default 2 */
+  /** subdomain offset: labels dropped from the right by `subdomains()`. @default 2 */
   subdomainOffset?: number
   /**
    * Keep a copy of each request body for `request.bodyRaw()` / `decodedBody()` (one extra copy,
@@ -26,7 +26,7 @@ export interface ContextOptions extends ReplyOptions {
   rawBody?: boolean
   /** Register a content-type parser for application/xml and text/xml (the text, for `bodyParser`). @default false */
   xml?: boolean
-  /** SPEC.md "Parser configuration" of the binders, app-wide (later: `app.setParserDecoder`). */
+  /** The parser configuration of the binders (README.md "Binders"), app-wide (later: `app.setParserDecoder`). */
   parserDecoder?: ParserDecoderConfig
   /**
    * Files read by `multipartForm()` / `formFile()` from `request.parts()`: a file larger than

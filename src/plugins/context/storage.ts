@@ -1,5 +1,5 @@
 /**
- * The storage interface of SPEC.md SaveFileToStorage, and two implementations: in memory
+ * The storage interface of SaveFileToStorage, and two implementations: in memory
  * (tests, small caches) and on disk under one folder. Other back ends (S3, Redis...)
  * implement the same three methods.
  */

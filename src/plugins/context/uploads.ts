@@ -1,5 +1,5 @@
 /**
- * Uploads: SPEC.md SaveFile and SaveFileToStorage, as request decorators (the file is part
+ * Uploads: SaveFile and SaveFileToStorage, as request decorators (the file is part
  * of the request; they were reply decorators before, issue 13 item 7). The file is what
  * @fastify/multipart hands out (`await request.file()`, the parts of `request.files()`, or
  * fields of `attachFieldsToBody`), what `request.formFile()` returns (in memory or spooled to
@@ -34,9 +34,9 @@ export type UploadedFile = UploadedFilePart | Buffer | Uint8Array | Readable
 
 declare module 'fastify' {
   interface FastifyRequest {
-    /** SPEC.md SaveFile: writes the uploaded file to `path` on disk (replacing a file there). */
+    /** SaveFile: writes the uploaded file to `path` on disk (replacing a file there). */
     saveFile: (file: UploadedFile, path: string) => Promise<void>
-    /** SPEC.md SaveFileToStorage: stores the uploaded file under `path` in `storage`. */
+    /** SaveFileToStorage: stores the uploaded file under `path` in `storage`. */
     saveFileToStorage: (file: UploadedFile, path: string, storage: Storage) => Promise<void>
   }
 }

@@ -1,5 +1,5 @@
 /**
- * The default error handler: 401 with the exact text of SPEC.md's error table, as
+ * The default error handler: 401 with the exact text of README.md's "Errors" table, as
  * text/plain, and a `WWW-Authenticate` challenge naming the scheme when the key comes from
  * a header that has one. Errors that are not key-auth's own (a validator that threw) are
  * logged: they may be an outage rather than a bad key, though the client is told only

@@ -1,5 +1,5 @@
 /**
- * The key-auth errors. Request errors carry 401 and the exact texts of SPEC.md's error
+ * The key-auth errors. Request errors carry 401 and the exact texts of README.md's "Errors"
  * table; configuration errors are thrown at registration (or when the per-route hook is
  * created) and carry no meaningful status. Each is a constructor made by @fastify/error:
  * test with `instanceof` (it works across copies of this module: @fastify/error

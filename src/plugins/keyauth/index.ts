@@ -1,7 +1,7 @@
 /**
  * key-auth: guards routes with a static API key read from a header, cookie, query string,
- * form field or route parameter and checked by the application's validator. SPEC.md,
- * "Key-auth configuration" and "Key-auth middleware behaviour"; usage in README.md.
+ * form field or route parameter and checked by the application's validator. Options,
+ * behaviour and usage in README.md.
  *
  * Registered with `fastify-plugin`, so its hook lands in the context that registers it:
  * the root guards the whole application, an encapsulated plugin (a prefix) guards only its

@@ -1,5 +1,5 @@
 /**
- * A set of valid keys, checked in constant time (SPEC.md, "Authentication" 6).
+ * A set of valid keys, checked in constant time (README.md "Constant-time key check").
  *
  * Both sides are hashed with SHA-256 and the digests compared with `timingSafeEqual`, so
  * the comparison always covers 32 bytes: neither the content nor the length of a key leaks

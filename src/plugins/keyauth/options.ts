@@ -48,7 +48,7 @@ export interface KeyAuthOptions {
   next?: (request: FastifyRequest) => boolean
   /** Runs when the key is valid. Default: continue to the route handler. */
   successHandler?: KeyAuthSuccessHandler
-  /** Runs when the key is missing or invalid. Default: 401 with SPEC.md's text bodies. */
+  /** Runs when the key is missing or invalid. Default: 401 with the text bodies of README.md "Errors". */
   errorHandler?: KeyAuthErrorHandler
   /** The name under which the valid key is stored: `request.keyAuth[contextKey]`. Default `token`. */
   contextKey?: string

@@ -1,5 +1,5 @@
 /**
- * Handler chains (SPEC.md "Routing model" 1, and Next: `Next () -> error`): `chain(h1, h2, h3)`
+ * Handler chains (README.md "Handler chains (Next)": `Next () -> error`): `chain(h1, h2, h3)`
  * gives route options whose `handler` runs h1, h2, h3 in order, each called as
  * `(request, reply, next)`, as an onion: `next()` runs the rest of the chain and its promise
  * resolves with the rest's error (or undefined), so a middleware can `await next()`, see

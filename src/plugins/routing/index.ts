@@ -1,10 +1,10 @@
 /**
- * routing: the routing model of SPEC.md on Fastify's router. README.md.
+ * routing: the routing model of README.md on Fastify's router.
  *
  * Register it before the routes it should see (it works through an onRoute hook), and
  * before plugins whose hooks read params (it sets them in an app-wide onRequest hook):
  * - path patterns: `:name` must not be empty, `:name?` reads '' when absent, `*` also reads
- *   as `*1`, and patterns find-my-way cannot route as SPEC.md reads them (`+`, inner or
+ *   as `*1`, and patterns find-my-way cannot route as README.md "Path patterns" reads them (`+`, inner or
  *   several `*`, inner `:name?`, several parameters in one segment, a literal colon next to
  *   a parameter) are compiled; patterns that could never match are refused;
  * - 405 with `Allow` when the path exists only for other methods (`methodNotAllowed`);
@@ -47,7 +47,7 @@ declare module 'fastify' {
   }
   interface FastifyInstance {
     /**
-     * SPEC.md GetRouteURL: the relative URL of the route named `name`, parameters
+     * GetRouteURL: the relative URL of the route named `name`, parameters
      * percent-encoded. RouteNameNotFoundError / RouteParamMissingError otherwise.
      */
     getRouteURL: (name: string, params?: Readonly<Record<string, URLParamValue | undefined>>) => string
@@ -116,7 +116,7 @@ function withPattern<Config> (config: Config, pattern: Pattern | CompiledPattern
 }
 
 /**
- * SPEC.md params of the matched route. One app-wide onRequest hook, added when the plugin
+ * The parameters of the matched route as README.md "Path patterns" names them. One app-wide onRequest hook, added when the plugin
  * is registered, rather than a hook on each route: Fastify runs app-wide hooks before a
  * route's own, and a hook registered after this plugin (key-auth with a `param:` source,
  * for one) must see the params of compiled patterns, not find-my-way's `*`.

@@ -36,7 +36,7 @@ function noop (): void {}
 
 /**
  * @param patternStrategy the constraint strategy compiled patterns are registered with
- * @param patternOf the SPEC.md pattern a (rewritten) route carries, for the empty-parameter rule
+ * @param patternOf the pattern (README.md "Path patterns") a (rewritten) route carries, for the empty-parameter rule
  */
 export function registerMethodNotAllowed (app: FastifyInstance, patternStrategy: Strategy, patternOf: (route: RouteOptions) => Pattern | undefined): void {
   const shadow = FindMyWay({ ...routerOptionsOf(app), constraints: { [patternStrategy.name]: patternStrategy } })

@@ -1,4 +1,4 @@
-/** Named routes (SPEC.md "Routing model" 4): name -> pattern, and URLs built from it. */
+/** Named routes (README.md "Named routes"): name -> pattern, and URLs built from it. */
 import { DuplicateRouteNameError, RouteNameNotFoundError } from './errors.js'
 import { buildURL, type Pattern, type URLParamValue } from './pattern.js'
 

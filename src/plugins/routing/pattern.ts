@@ -1,5 +1,5 @@
 /**
- * Path patterns of SPEC.md "Routing model": `/literal`, `/:name`, `/:name?`, `/prefix/*`,
+ * Path patterns (README.md "Path patterns"): `/literal`, `/:name`, `/:name?`, `/prefix/*`,
  * and several `*` or `+` read by position as `*1`, `*2`, ... (`+` needs one character or
  * more, `*` may be empty; both may span `/`).
  *
@@ -239,7 +239,7 @@ export function matchCompiled (pattern: CompiledPattern, path: string): Record<s
 }
 
 /**
- * SPEC.md reading of find-my-way's params for a native pattern: absent optional -> '',
+ * README.md's reading of find-my-way's params for a native pattern: absent optional -> '',
  * `*` also as `*1`. Returns false when a required parameter is empty (`/user/` for
  * `/user/:name`, which find-my-way matches): the route does not match then.
  */

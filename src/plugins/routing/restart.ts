@@ -1,5 +1,5 @@
 /**
- * SPEC.md RestartRouting: `reply.restartRouting()` runs the request through Fastify's router
+ * RestartRouting: `reply.restartRouting()` runs the request through Fastify's router
  * again (`app.routing(req, res)`, the function the HTTP server calls), so a changed path
  * (`request.path('/other')`, which rewrites `request.raw.url`) or method reaches its route
  * with all of that route's hooks. The current reply is hijacked; headers it set are not
@@ -16,7 +16,7 @@ import { RestartLimitError } from './errors.js'
 
 declare module 'fastify' {
   interface FastifyReply {
-    /** SPEC.md RestartRouting: routes the request again (after its path or method changed). */
+    /** RestartRouting: routes the request again (after its path or method changed). */
     restartRouting: () => FastifyReply
   }
 }

@@ -1,5 +1,5 @@
 /**
- * Static files (SPEC.md "Routing model" 3): `app.static(prefix, root, options?)` registers
+ * Static files (README.md "Static files"): `app.static(prefix, root, options?)` registers
  * @fastify/static so the files under `root` are served at `prefix` (`/` exposes
  * `/dir/file` as `root/dir/file`).
  *
@@ -18,7 +18,7 @@ export type StaticOptions = Omit<FastifyStaticOptions, 'root' | 'prefix' | 'deco
 
 declare module 'fastify' {
   interface FastifyInstance {
-    /** SPEC.md Static: serves the files under `root` at URL `prefix`. Await it (or let the app's ready() do so). */
+    /** Static: serves the files under `root` at URL `prefix`. Await it (or let the app's ready() do so). */
     static: (prefix: string, root: string, options?: StaticOptions) => FastifyInstance & PromiseLike<undefined>
   }
 }

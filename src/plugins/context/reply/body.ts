@@ -1,8 +1,8 @@
 /**
- * The context body: SPEC.md Send, SendString, SendStatus, Write, Writef, WriteString (and
+ * The context body: Send, SendString, SendStatus, Write, Writef, WriteString (and
  * JSON, JSONP, XML, Format, which set it too), plus SendStream.
  *
- * SPEC.md's body model: Send "sets the body", Write "appends", SendStatus sets the status
+ * The body model (README.md "Response side"): Send "sets the body", Write "appends", SendStatus sets the status
  * and, when the body is empty, makes the status text the body. None of them sends: the body
  * is kept on the reply, set and appended in any order with the status and headers, and goes
  * out once, when the handler ends:
@@ -16,7 +16,7 @@
  * `onRoute` hook, so they hold for routes registered after the plugin; the third (and async
  * handlers anywhere) from an `onSend` hook.
  *
- * `send` itself is Fastify's, so SPEC.md's Send is `reply.setBody(data)`.
+ * `send` itself is Fastify's, so the Send operation is `reply.setBody(data)`.
  */
 import { STATUS_CODES } from 'node:http'
 import type { Readable } from 'node:stream'
@@ -27,29 +27,29 @@ import { ContextArgumentError, ReplyAlreadySentError } from './errors.js'
 declare module 'fastify' {
   interface FastifyReply {
     /**
-     * SPEC.md Send: sets the context body to `data` (bytes, or text as UTF-8), replacing
+     * Send: sets the context body to `data` (bytes, or text as UTF-8), replacing
      * what was set or written. Does not send: the body goes out when the handler ends (see
      * the module notes). Content-Type, unless the reply has one: application/octet-stream
      * for bytes, text/plain for text.
      */
     setBody: (data: Uint8Array | string) => void
-    /** SPEC.md SendString: sets the context body to `text` (text/plain unless a type is set). Does not send. */
+    /** SendString: sets the context body to `text` (text/plain unless a type is set). Does not send. */
     sendString: (text: string) => void
     /**
-     * SPEC.md SendStatus: sets the status; when the context body is empty, it becomes the
+     * SendStatus: sets the status; when the context body is empty, it becomes the
      * standard status text (`Not Found`, text/plain). Does not send.
      */
     sendStatus: (status: number) => void
     /**
-     * SPEC.md SendStream: sends `stream` as the body (application/octet-stream unless a type
+     * SendStream: sends `stream` as the body (application/octet-stream unless a type
      * is set), with Content-Length when `size` is given. This one sends at once.
      */
     sendStream: (stream: Readable, size?: number) => FastifyReply
-    /** SPEC.md Write: appends bytes (or text, as UTF-8) to the context body; returns the byte count. */
+    /** Write: appends bytes (or text, as UTF-8) to the context body; returns the byte count. */
     write: (data: Uint8Array | string) => number
-    /** SPEC.md Writef: appends `util.format(format, ...args)` (`%v` reads as `%s`); returns the byte count. */
+    /** Writef: appends `util.format(format, ...args)` (`%v` reads as `%s`); returns the byte count. */
     writef: (format: string, ...args: unknown[]) => number
-    /** SPEC.md WriteString: appends text (UTF-8); returns the byte count. */
+    /** WriteString: appends text (UTF-8); returns the byte count. */
     writeString: (text: string) => number
   }
 }

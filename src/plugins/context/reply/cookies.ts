@@ -1,8 +1,8 @@
 /**
- * Cookies: SPEC.md Cookie and ClearCookie, serialized by @fastify/cookie.
+ * Cookies: Cookie and ClearCookie, serialized by @fastify/cookie.
  *
  * Fastify's @fastify/cookie already owns `reply.cookie(name, value, options)` and
- * `reply.clearCookie(name, options)`, so the SPEC.md shapes are `setCookieRecord(cookie)`
+ * `reply.clearCookie(name, options)`, so the README.md shapes are `setCookieRecord(cookie)`
  * and `clearCookies(...names)`. They write the Set-Cookie header at once (not at onSend
  * as @fastify/cookie does), so `getRespHeader('set-cookie')` sees them; a later record with
  * the same name, domain and path replaces the earlier one.
@@ -10,7 +10,7 @@
 import type { FastifyInstance, FastifyReply } from 'fastify'
 import { ContextArgumentError } from './errors.js'
 
-/** SPEC.md "Cookie": the value given to the cookie-setting operation. */
+/** Cookie (README.md): the value given to the cookie-setting operation. */
 export interface CookieRecord {
   name: string
   value: string
@@ -29,7 +29,7 @@ export interface CookieRecord {
   sessionOnly?: boolean
 }
 
-/** What must match the original cookie for a browser to clear it (SPEC.md's ClearCookie note). */
+/** What must match the original cookie for a browser to clear it (README.md's ClearCookie row). */
 export interface ClearCookieOptions {
   /** @default '/' */
   path?: string
@@ -41,10 +41,10 @@ export interface ClearCookieOptions {
 
 declare module 'fastify' {
   interface FastifyReply {
-    /** SPEC.md Cookie: sets a cookie from the SPEC.md record (see CookieRecord for each field). */
+    /** Cookie: sets a cookie from a Cookie record (see CookieRecord for each field). */
     setCookieRecord: (cookie: CookieRecord) => FastifyReply
     /**
-     * SPEC.md ClearCookie: expires the named cookies, or every cookie the request sent when
+     * ClearCookie: expires the named cookies, or every cookie the request sent when
      * no name is given. A last object argument gives the path/domain the cookies were set
      * with: a browser clears a cookie only when those match.
      */
@@ -86,7 +86,7 @@ function optionalString (value: unknown, field: string): string | undefined {
   return value
 }
 
-/** @fastify/cookie's serializer options for a SPEC.md record. */
+/** @fastify/cookie's serializer options for a Cookie record. */
 export function serializeOptions (cookie: CookieRecord | (ClearCookieOptions & { maxAge?: number, expires?: Date })): SerializeOptions {
   const sameSite = sameSiteOf(cookie.sameSite)
   const options: SerializeOptions = {

@@ -1,11 +1,11 @@
 /**
- * Files: SPEC.md SendFile and Download as `reply.serveFile(file, compress?)` and
+ * Files: SendFile and Download as `reply.serveFile(file, compress?)` and
  * `reply.downloadFile(file, filename?)`, through @fastify/send (the sender @fastify/static is
  * built on): Content-Type from the extension, ETag / Last-Modified, conditional GET (304,
  * 412) and Range (206, 416) as @fastify/static does them.
  *
  * Not `sendFile` / `download`: those are @fastify/static's decorators, whose second argument
- * is a root folder (SPEC.md's is `compress`). Other names let both plugins live in one app,
+ * is a root folder (ours is `compress`). Other names let both plugins live in one app,
  * each decorator meaning what its plugin documents.
  */
 import { realpath } from 'node:fs/promises'
@@ -29,7 +29,7 @@ import type { ResolvedFilesOptions } from './options.js'
 declare module 'fastify' {
   interface FastifyReply {
     /**
-     * SPEC.md SendFile: streams `file` (read from the `files.root` option's folder; an
+     * SendFile: streams `file` (read from the `files.root` option's folder; an
      * absolute path inside that folder works too) with Content-Type from its extension, ETag, Last-Modified, Range and
      * conditional GET. `compress` (default false) gzip/brotli/deflate-encodes it when the
      * client accepts one (no Range then). Outside the root: 403; missing: 404.
@@ -37,7 +37,7 @@ declare module 'fastify' {
      */
     serveFile: (file: string, compress?: boolean) => FastifyReply
     /**
-     * SPEC.md Download: sends `file` as an attachment named `filename` (default: the file's
+     * Download: sends `file` as an attachment named `filename` (default: the file's
      * base name), Content-Type from that name's extension when known.
      */
     downloadFile: (file: string, filename?: string) => FastifyReply

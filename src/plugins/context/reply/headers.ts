@@ -1,5 +1,5 @@
 /**
- * Response headers: SPEC.md Append, Vary, Type, Links, Location, GetRespHeader,
+ * Response headers: Append, Vary, Type, Links, Location, GetRespHeader,
  * GetRespHeaders, Attachment. Set is Fastify's `reply.header`.
  */
 import path from 'node:path'
@@ -11,28 +11,28 @@ import { ContextArgumentError } from './errors.js'
 declare module 'fastify' {
   interface FastifyReply {
     /**
-     * SPEC.md Append: adds each value to the header's comma-separated list unless it is
+     * Append: adds each value to the header's comma-separated list unless it is
      * already there, creating the header when unset.
      */
     append: (field: string, ...values: string[]) => FastifyReply
-    /** SPEC.md Vary: adds fields to Vary, case-insensitively without duplicates, keeping the existing order. */
+    /** Vary: adds fields to Vary, case-insensitively without duplicates, keeping the existing order. */
     vary: (...fields: string[]) => FastifyReply
     /**
-     * SPEC.md Type: Content-Type from a file extension (`html`, `.html`), with
+     * Type: Content-Type from a file extension (`html`, `.html`), with
      * `; charset=<charset>` when given; unknown extensions give application/octet-stream.
      * (Fastify's own `reply.type` takes a full media type.)
      */
     typeFromExtension: (extension: string, charset?: string) => FastifyReply
-    /** SPEC.md Links: `links(url, rel, url, rel, ...)` sets `Link: <url>; rel="rel", <url>; rel="rel"`. */
+    /** Links: `links(url, rel, url, rel, ...)` sets `Link: <url>; rel="rel", <url>; rel="rel"`. */
     links: (...urlRelPairs: string[]) => FastifyReply
-    /** SPEC.md Location: sets the Location header (characters not allowed in a URL are percent-encoded). */
+    /** Location: sets the Location header (characters not allowed in a URL are percent-encoded). */
     location: (url: string) => FastifyReply
-    /** SPEC.md GetRespHeader: a response header by name (case-insensitive), `defaultValue` ('' unless given) when unset. */
+    /** GetRespHeader: a response header by name (case-insensitive), `defaultValue` ('' unless given) when unset. */
     getRespHeader: (key: string, defaultValue?: string) => string
-    /** SPEC.md GetRespHeaders: every response header set so far, lower-case name to list of values. */
+    /** GetRespHeaders: every response header set so far, lower-case name to list of values. */
     getRespHeaders: () => Record<string, string[]>
     /**
-     * SPEC.md Attachment: `Content-Disposition: attachment`, with the file name (its base
+     * Attachment: `Content-Disposition: attachment`, with the file name (its base
      * name, RFC 6266 / RFC 5987 encoded) and the Content-Type of its extension when given.
      */
     attachment: (filename?: string) => FastifyReply

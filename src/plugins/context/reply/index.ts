@@ -1,6 +1,5 @@
 /**
- * Reply decorators of the context API (SPEC.md "Response writing" and Format). One module
- * per group; README.md "Response side" maps each operation to its API and test.
+ * Reply decorators of the context API. One module per group; README.md "Response side" maps each operation to its API and test.
  * Operations Fastify already has with the same meaning stay native: Status (`reply.code` /
  * `reply.status`), Send and SendString (`reply.send`), Set (`reply.header`), Redirect
  * (`reply.redirect(url, status = 302)`).

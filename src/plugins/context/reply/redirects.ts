@@ -1,5 +1,5 @@
 /**
- * Redirects: SPEC.md RedirectToRoute and RedirectBack. Redirect itself is Fastify's
+ * Redirects: RedirectToRoute and RedirectBack. Redirect itself is Fastify's
  * `reply.redirect(url, status = 302)`.
  *
  * Open redirects: `redirectBack` follows the Referer only when it has the request's own
@@ -27,12 +27,12 @@ export interface RedirectBackOptions {
 declare module 'fastify' {
   interface FastifyReply {
     /**
-     * SPEC.md RedirectToRoute: redirects to the named route's URL (the routing plugin's
+     * RedirectToRoute: redirects to the named route's URL (the routing plugin's
      * `getRouteURL`), with `params.queries` as the query string. Status 302 unless given.
      */
     redirectToRoute: (name: string, params?: RedirectToRouteParams, status?: number) => FastifyReply
     /**
-     * SPEC.md RedirectBack: redirects to the Referer when it is same-origin (see the module
+     * RedirectBack: redirects to the Referer when it is same-origin (see the module
      * notes), else to `fallback`. Status 302 unless given.
      */
     redirectBack: (fallback: string, status?: number, options?: RedirectBackOptions) => FastifyReply
@@ -97,7 +97,7 @@ function siteLocal (url: string): string {
   return url
 }
 
-/** SPEC.md routing: `+` names the first unnamed parameter (as `*` and `*1` do), `+2` the second. */
+/** Routing (src/plugins/routing/README.md "Path patterns"): `+` names the first unnamed parameter (as `*` and `*1` do), `+2` the second. */
 function unnamedKeys (params: Record<string, unknown>): Record<string, unknown> {
   const out: Record<string, unknown> = {}
   for (const [key, value] of Object.entries(params)) {

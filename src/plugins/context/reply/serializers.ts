@@ -1,7 +1,7 @@
 /**
- * Serialized bodies: SPEC.md JSON, JSONP, XML and Format. Each sets the Content-Type and the
+ * Serialized bodies: JSON, JSONP, XML and Format. Each sets the Content-Type and the
  * context body (body.ts): nothing is sent until the handler ends, so the status and headers
- * can still change, and a later setBody / write replaces or extends the body, as in SPEC.md.
+ * can still change, and a later setBody / write replaces or extends the body (README.md "Response side").
  */
 import type { FastifyInstance, FastifyReply } from 'fastify'
 import { XMLBuilder } from 'fast-xml-parser'
@@ -12,26 +12,26 @@ import { ContextArgumentError, JsonpCallbackError, XmlNameError } from './errors
 declare module 'fastify' {
   interface FastifyReply {
     /**
-     * SPEC.md JSON: serializes `data` (with the route's response schema when it has one,
+     * JSON: serializes `data` (with the route's response schema when it has one,
      * as `reply.serialize` does) into the context body, as application/json, or as
      * `contentType` exactly as given. Sent when the handler ends.
      */
     json: (data: unknown, contentType?: string) => void
     /**
-     * SPEC.md JSONP: sets the body to `callback(<json>);` as text/javascript with
+     * JSONP: sets the body to `callback(<json>);` as text/javascript with
      * `X-Content-Type-Options: nosniff`. The callback (default `callback`) must be a
      * JavaScript identifier or dotted path, else JsonpCallbackError (400).
      */
     jsonp: (data: unknown, callback?: string) => void
     /**
-     * SPEC.md XML: serializes `data` with fast-xml-parser's XMLBuilder into the body, as
+     * XML: serializes `data` with fast-xml-parser's XMLBuilder into the body, as
      * application/xml. Keys are element names, `@_name` keys attributes (each must be an XML
      * Name, else XmlNameError, 400); a value that is not a plain object is wrapped in `<root>`
      * (arrays as `<root><item>..</item></root>`).
      */
     xml: (data: unknown) => void
     /**
-     * SPEC.md Format: negotiates on Accept among text/plain, text/html and application/json
+     * Format: negotiates on Accept among text/plain, text/html and application/json
      * (earlier wins a tie; text/plain without Accept or without a match) and sets the body
      * as text, as `<p>escaped text</p>`, or as JSON. Adds `Vary: Accept`.
      */
@@ -147,7 +147,7 @@ function xml (this: FastifyReply, data: unknown): void {
   this.header('content-type', 'application/xml; charset=utf-8')
 }
 
-/** Offers of `format`, in the order that breaks ties: text/plain first, as SPEC.md falls back to it. */
+/** Offers of `format`, in the order that breaks ties: text/plain first, the fallback README.md's Format row names. */
 const FORMAT_OFFERS = ['text/plain', 'text/html', 'application/json'] as const
 
 const HTML_ESCAPES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' }

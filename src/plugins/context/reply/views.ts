@@ -1,5 +1,5 @@
 /**
- * Templates: SPEC.md Render and Bind, through @fastify/view. The plugin registers
+ * Templates: Render and Bind, through @fastify/view. The plugin registers
  * @fastify/view with Eta when given `views.root`; an application that registered
  * @fastify/view itself (any engine) before the context plugin gets `render` on top of it.
  */
@@ -11,12 +11,12 @@ export type ViewData = Record<string, unknown>
 declare module 'fastify' {
   interface FastifyReply {
     /**
-     * SPEC.md Render: renders `view` with the bound variables overridden by `data`, then
+     * Render: renders `view` with the bound variables overridden by `data`, then
      * each layout in turn with the result as `body` (innermost first), and sends text/html.
      * Errors (a missing template...) go to the error handler.
      */
     render: (view: string, data?: ViewData, ...layouts: string[]) => FastifyReply
-    /** SPEC.md Bind: adds default template variables for this reply; `render` data overrides them. */
+    /** Bind: adds default template variables for this reply; `render` data overrides them. */
     bind: (variables: ViewData) => FastifyReply
   }
 }

@@ -1,16 +1,16 @@
-/** SPEC.md "Content negotiation": the Accepts family (rules in ../negotiation.ts). */
+/** README.md "Content negotiation": the Accepts family (rules in ../negotiation.ts). */
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { negotiateCharset, negotiateEncoding, negotiateLanguage, negotiateMedia } from '../negotiation.js'
 
 declare module 'fastify' {
   interface FastifyRequest {
-    /** SPEC.md Accepts: the offer (extension or media type) Accept prefers, exactly as given, or ''. */
+    /** Accepts: the offer (extension or media type) Accept prefers, exactly as given, or ''. */
     accepts: (...offers: string[]) => string
-    /** SPEC.md AcceptsCharsets: against Accept-Charset. */
+    /** AcceptsCharsets: against Accept-Charset. */
     acceptsCharsets: (...offers: string[]) => string
-    /** SPEC.md AcceptsEncodings: against Accept-Encoding (`identity` acceptable unless refused). */
+    /** AcceptsEncodings: against Accept-Encoding (`identity` acceptable unless refused). */
     acceptsEncodings: (...offers: string[]) => string
-    /** SPEC.md AcceptsLanguages: against Accept-Language. */
+    /** AcceptsLanguages: against Accept-Language. */
     acceptsLanguages: (...offers: string[]) => string
   }
 }

@@ -1,5 +1,5 @@
 /**
- * SPEC.md binders: ParamsParser, QueryParser, ReqHeaderParser, CookieParser, BodyParser.
+ * The binders (README.md "Binders"): ParamsParser, QueryParser, ReqHeaderParser, CookieParser, BodyParser.
  * Each takes a TypeBox schema (an object schema plays the part of the original's tagged
  * struct) and returns the typed, validated, coerced value, or throws BindError (400, with
  * Ajv-style `validation` entries, so the service's error handler lists the fields) or
@@ -33,15 +33,15 @@ import { kParserDecoder } from './state.js'
 
 declare module 'fastify' {
   interface FastifyRequest {
-    /** SPEC.md ParamsParser: route parameters bound to `schema` (alias keyword `params`). */
+    /** ParamsParser: route parameters bound to `schema` (alias keyword `params`). */
     paramsParser: <S extends TSchema>(schema: S) => Static<S>
-    /** SPEC.md QueryParser: query parameters bound to `schema` (alias keyword `query`). */
+    /** QueryParser: query parameters bound to `schema` (alias keyword `query`). */
     queryParser: <S extends TSchema>(schema: S) => Static<S>
-    /** SPEC.md ReqHeaderParser: request headers bound to `schema`, names case-insensitive (alias keyword `reqHeader`). */
+    /** ReqHeaderParser: request headers bound to `schema`, names case-insensitive (alias keyword `reqHeader`). */
     reqHeaderParser: <S extends TSchema>(schema: S) => Static<S>
-    /** SPEC.md CookieParser: cookies bound to `schema` (alias keyword `cookie`). */
+    /** CookieParser: cookies bound to `schema` (alias keyword `cookie`). */
     cookieParser: <S extends TSchema>(schema: S) => Static<S>
-    /** SPEC.md BodyParser: the body bound to `schema` by Content-Type (json, xml, form); 415 for other types. */
+    /** BodyParser: the body bound to `schema` by Content-Type (json, xml, form); 415 for other types. */
     bodyParser: <S extends TSchema>(schema: S) => Static<S>
   }
 }

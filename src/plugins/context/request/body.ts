@@ -1,5 +1,5 @@
 /**
- * SPEC.md "Body reading": `bodyRaw()` and `body()`.
+ * README.md "Body reading": `bodyRaw()` and `body()`.
  *
  * A preParsing hook sits between the socket and Fastify's content-type parsers:
  * - it keeps a copy of the bytes as received (option `rawBody`, default true: one extra copy
@@ -21,10 +21,10 @@ import { stateOf } from './state.js'
 
 declare module 'fastify' {
   interface FastifyRequest {
-    /** SPEC.md BodyRaw: the body bytes as received (still encoded). Empty Buffer without a body. */
+    /** BodyRaw: the body bytes as received (still encoded). Empty Buffer without a body. */
     bodyRaw: () => Buffer
     /**
-     * SPEC.md Body: the body decoded per Content-Encoding; the same bytes as bodyRaw() without
+     * Body: the body decoded per Content-Encoding; the same bytes as bodyRaw() without
      * one. Not `body`: that is Fastify's parsed body.
      */
     decodedBody: () => Buffer

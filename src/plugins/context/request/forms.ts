@@ -1,5 +1,5 @@
 /**
- * SPEC.md "forms, cookies": Cookies, FormValue, FormFile, MultipartForm.
+ * README.md "Parameters, query, forms, cookies": Cookies, FormValue, FormFile, MultipartForm.
  *
  * The form plugins are the application's to register: @fastify/formbody for urlencoded
  * bodies, @fastify/multipart for multipart ones, and @fastify/cookie optionally (without it
@@ -27,7 +27,7 @@ import { clientError, type MultipartPart } from './multipart.js'
 import { stateOf } from './state.js'
 
 /**
- * SPEC.md "file header": one uploaded file. In memory (`data`) up to the plugin option
+ * The file header (README.md FormFile): one uploaded file. In memory (`data`) up to the plugin option
  * `formFiles.memoryThreshold`, on disk (`path`, a temp file removed when the response ends)
  * past it; `toBuffer()` and `stream()` read either.
  */
@@ -48,7 +48,7 @@ export interface FormFile {
   stream: () => Readable
 }
 
-/** SPEC.md MultipartForm: `Value` and `File`. */
+/** MultipartForm: `Value` and `File`. */
 export interface MultipartForm {
   value: Record<string, string[]>
   file: Record<string, FormFile[]>
@@ -66,13 +66,13 @@ export interface MultipartReader {
 
 declare module 'fastify' {
   interface FastifyRequest {
-    /** SPEC.md Cookies: cookie value; `defaultValue` (else '') when the cookie is missing. Not `cookies`: @fastify/cookie's object. */
+    /** Cookies: cookie value; `defaultValue` (else '') when the cookie is missing. Not `cookies`: @fastify/cookie's object. */
     cookie: (key: string, defaultValue?: string) => string
-    /** SPEC.md FormValue: first value of a form field (urlencoded or multipart); `defaultValue` (else '') when absent. */
+    /** FormValue: first value of a form field (urlencoded or multipart); `defaultValue` (else '') when absent. */
     formValue: (key: string, defaultValue?: string) => string
-    /** SPEC.md FormFile: the first file uploaded under `key`; rejects with FormFileMissingError / NotMultipartError. */
+    /** FormFile: the first file uploaded under `key`; rejects with FormFileMissingError / NotMultipartError. */
     formFile: (key: string) => Promise<FormFile>
-    /** SPEC.md MultipartForm: every field value and file of a multipart form. */
+    /** MultipartForm: every field value and file of a multipart form. */
     multipartForm: () => Promise<MultipartForm>
   }
 }

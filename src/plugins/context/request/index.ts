@@ -1,7 +1,7 @@
 /**
- * Request decorators of the context API (SPEC.md "Request-context operations": negotiation,
- * request reading, parameters, query, forms, cookies, bodies). README.md, "Request
- * side", maps each operation to its API and test.
+ * Request decorators of the context API (negotiation, request reading,
+ * parameters, query, forms, cookies, bodies). README.md, "Request side", maps each
+ * operation to its API and test.
  */
 import type { FastifyInstance } from 'fastify'
 import type { ResolvedContextOptions } from '../options.js'

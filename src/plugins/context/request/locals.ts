@@ -1,5 +1,5 @@
 /**
- * SPEC.md Locals, UserContext, SetUserContext: request-scoped values.
+ * Locals, UserContext, SetUserContext: request-scoped values.
  *
  * Locals are removed when the request ends (onResponse, or onRequestAbort when the client
  * went away); a value with `Symbol.asyncDispose`, `Symbol.dispose` or `close()` is closed
@@ -15,11 +15,11 @@ export interface ContextUserContext {}
 
 declare module 'fastify' {
   interface FastifyRequest {
-    /** SPEC.md Locals: with a value stores it and returns it; without, reads it (undefined when unset). */
+    /** Locals: with a value stores it and returns it; without, reads it (undefined when unset). */
     locals: <T = unknown>(key: unknown, ...value: [] | [T]) => T
-    /** SPEC.md UserContext: the context set by setUserContext, or a blank object (kept for the request). */
+    /** UserContext: the context set by setUserContext, or a blank object (kept for the request). */
     userContext: () => ContextUserContext
-    /** SPEC.md SetUserContext. */
+    /** SetUserContext. */
     setUserContext: (context: ContextUserContext) => void
   }
 }

@@ -1,5 +1,5 @@
 /**
- * SPEC.md "Parameters, query": route parameters and the query string.
+ * README.md "Parameters, query, forms, cookies": route parameters and the query string.
  *
  * The query operations read the raw URL with URLSearchParams, not Fastify's `request.query`
  * (whose parser may be replaced, and which turns repeated keys into arrays): keys are kept
@@ -11,21 +11,21 @@ import { ParamNotIntegerError } from './errors.js'
 
 declare module 'fastify' {
   interface FastifyRequest {
-    /** SPEC.md Params: route parameter; `*`, `*1`, `*2`... for unnamed ones; `defaultValue` (else '') when absent or empty. Not `params`: Fastify's object. */
+    /** Params: route parameter; `*`, `*1`, `*2`... for unnamed ones; `defaultValue` (else '') when absent or empty. Not `params`: Fastify's object. */
     param: (key: string, defaultValue?: string) => string
-    /** SPEC.md AllParams: every route parameter, the wildcard under `*1`. */
+    /** AllParams: every route parameter, the wildcard under `*1`. */
     allParams: () => Record<string, string>
-    /** SPEC.md ParamsInt: the parameter as an integer; 0 when absent; throws ParamNotIntegerError (400) otherwise. */
+    /** ParamsInt: the parameter as an integer; 0 when absent; throws ParamNotIntegerError (400) otherwise. */
     paramsInt: (key: string) => number
-    /** SPEC.md Query: query value (last one for a repeated key); `defaultValue` (else '') when absent. Not `query`: Fastify's object. */
+    /** Query: query value (last one for a repeated key); `defaultValue` (else '') when absent. Not `query`: Fastify's object. */
     queryValue: (key: string, defaultValue?: string) => string
-    /** SPEC.md Queries: every query key (literal) to its last value. */
+    /** Queries: every query key (literal) to its last value. */
     queries: () => Record<string, string>
-    /** SPEC.md QueryBool: false when absent; a non-boolean or empty value gives `defaultValue`, else false. */
+    /** QueryBool: false when absent; a non-boolean or empty value gives `defaultValue`, else false. */
     queryBool: (key: string, defaultValue?: boolean) => boolean
-    /** SPEC.md QueryInt: `defaultValue` (else 0) when absent, empty or not an integer. */
+    /** QueryInt: `defaultValue` (else 0) when absent, empty or not an integer. */
     queryInt: (key: string, defaultValue?: number) => number
-    /** SPEC.md QueryFloat: `defaultValue` (else 0) when absent, empty or not a number. */
+    /** QueryFloat: `defaultValue` (else 0) when absent, empty or not a number. */
     queryFloat: (key: string, defaultValue?: number) => number
   }
 }

@@ -1,5 +1,5 @@
 /**
- * SPEC.md "Parser configuration" (`SetParserDecoder`): how the binders turn string sources
+ * Parser configuration (`SetParserDecoder`, README.md "Binders"): how the binders turn string sources
  * (route parameters, query, headers, cookies, form fields) into the schema's values.
  * App-wide, like the original's package-level setting: the plugin option `parserDecoder`
  * sets it at registration, `app.setParserDecoder(config)` replaces it later.
@@ -16,7 +16,7 @@ export interface ParserType {
   converter: (value: string) => unknown
 }
 
-/** SPEC.md "Parser configuration". Every field is optional; omitted ones take the defaults. */
+/** The parser configuration (README.md "Binders"). Every field is optional; omitted ones take the defaults. */
 export interface ParserDecoderConfig {
   /** true (default): source keys no property maps are ignored; false: they are a 400 (not for headers). */
   ignoreUnknownKeys?: boolean
@@ -65,7 +65,7 @@ export function resolveParserDecoder (config: ParserDecoderConfig = {}): ParserD
 
 declare module 'fastify' {
   interface FastifyInstance {
-    /** SPEC.md SetParserDecoder: replaces the app-wide parser configuration of the binders. */
+    /** SetParserDecoder: replaces the app-wide parser configuration of the binders. */
     setParserDecoder: (config: ParserDecoderConfig) => void
   }
 }

@@ -1,5 +1,5 @@
 /**
- * SPEC.md "Request reading". Operations Fastify already has with the same meaning are not
+ * README.md "Request reading". Operations Fastify already has with the same meaning are not
  * wrapped (hostname, host, protocol, originalUrl, raw, server...): README.md says
  * which native API provides each.
  */
@@ -16,7 +16,7 @@ import { ClientGoneError, RangeMalformedError, RangeNotSatisfiableError, RangeSi
 import { stateOf } from './state.js'
 import { forwardedEntry } from './trust.js'
 
-/** SPEC.md "Range": the unit and the byte ranges, `end` inclusive, in the order requested. */
+/** Range (README.md "Request reading"): the unit and the byte ranges, `end` inclusive, in the order requested. */
 export interface ContextRange {
   type: string
   ranges: Array<{ start: number, end: number }>
@@ -36,7 +36,7 @@ export interface ClientHelloInfo {
   signatureAlgorithms: string[]
 }
 
-/** The matched route (SPEC.md Route: method, path, params, handlers). */
+/** The matched route (Route: method, path, params, handlers). */
 export interface ContextRoute {
   method: string | string[] | undefined
   /** The route pattern as registered, prefix included (undefined for the 404 handler). */
@@ -49,60 +49,60 @@ export interface ContextRoute {
 
 declare module 'fastify' {
   interface FastifyRequest {
-    /** SPEC.md Get: header value by case-insensitive name; `defaultValue` (else '') when absent. */
+    /** Get: header value by case-insensitive name; `defaultValue` (else '') when absent. */
     get: (key: string, defaultValue?: string) => string
-    /** SPEC.md GetReqHeaders: lower-cased names to every value received for them. */
+    /** GetReqHeaders: lower-cased names to every value received for them. */
     getReqHeaders: () => Record<string, string[]>
-    /** SPEC.md Method: the method; with an argument replaces it (upper-cased). Not `method`: Fastify's getter. */
+    /** Method: the method; with an argument replaces it (upper-cased). Not `method`: Fastify's getter. */
     requestMethod: (override?: string) => string
-    /** SPEC.md Path: the path part of the URL, as received (not decoded); with an argument replaces it. */
+    /** Path: the path part of the URL, as received (not decoded); with an argument replaces it. */
     path: (override?: string) => string
-    /** SPEC.md BaseURL: `clientProtocol()://clientHost()`. */
+    /** BaseURL: `clientProtocol()://clientHost()`. */
     baseURL: () => string
     /**
-     * SPEC.md Protocol: `http` or `https` as the client used it: X-Forwarded-Proto's client-facing
+     * Protocol: `http` or `https` as the client used it: X-Forwarded-Proto's client-facing
      * entry from a trusted proxy (Fastify's `trustProxy`), else the socket's. Fastify's
      * `request.protocol` takes the header's last entry instead.
      */
     clientProtocol: () => string
-    /** SPEC.md Hostname's host with port: X-Forwarded-Host's client-facing entry from a trusted proxy, else Host. */
+    /** Hostname's host with port: X-Forwarded-Host's client-facing entry from a trusted proxy, else Host. */
     clientHost: () => string
-    /** SPEC.md Hostname: `clientHost()` without the port. */
+    /** Hostname: `clientHost()` without the port. */
     clientHostname: () => string
-    /** SPEC.md Secure: `clientProtocol() === 'https'`. */
+    /** Secure: `clientProtocol() === 'https'`. */
     secure: () => boolean
     /**
-     * SPEC.md IP: the client address; with the `proxyHeader` option and a request from a trusted
+     * IP: the client address; with the `proxyHeader` option and a request from a trusted
      * proxy (Fastify's `trustProxy`), the address that header gives. Not `ip`: Fastify's getter.
      */
     ipAddress: () => string
-    /** SPEC.md IPs: the addresses of X-Forwarded-For as listed. Not `ips`: Fastify's needs trustProxy and differs. */
+    /** IPs: the addresses of X-Forwarded-For as listed. Not `ips`: Fastify's needs trustProxy and differs. */
     forwardedIps: () => string[]
-    /** SPEC.md IsFromLocal: the connection comes from a loopback address (IPv4 or IPv6). */
+    /** IsFromLocal: the connection comes from a loopback address (IPv4 or IPv6). */
     isFromLocal: () => boolean
-    /** SPEC.md Subdomains: host labels nearest-to-root first, less the first `offset` (default: option subdomainOffset). */
+    /** Subdomains: host labels nearest-to-root first, less the first `offset` (default: option subdomainOffset). */
     subdomains: (offset?: number) => string[]
-    /** SPEC.md XHR: X-Requested-With is XMLHttpRequest (case-insensitive). */
+    /** XHR: X-Requested-With is XMLHttpRequest (case-insensitive). */
     xhr: () => boolean
-    /** SPEC.md Is: the request has a body whose Content-Type is the type of `extension` (`json`, `.json`, or a full type). */
+    /** Is: the request has a body whose Content-Type is the type of `extension` (`json`, `.json`, or a full type). */
     is: (extension: string) => boolean
-    /** SPEC.md Fresh: the client's cached copy is fresh (GET/HEAD, 2xx/304, ETag / Last-Modified set on the reply). */
+    /** Fresh: the client's cached copy is fresh (GET/HEAD, 2xx/304, ETag / Last-Modified set on the reply). */
     fresh: () => boolean
-    /** SPEC.md Stale: !fresh(). */
+    /** Stale: !fresh(). */
     stale: () => boolean
-    /** SPEC.md Range: the Range header for a resource of `size` bytes; throws RangeNotSatisfiableError / RangeMalformedError. */
+    /** Range: the Range header for a resource of `size` bytes; throws RangeNotSatisfiableError / RangeMalformedError. */
     range: (size: number) => ContextRange
-    /** SPEC.md ClientHelloInfo: TLS handshake details, or null on a plain connection. */
+    /** ClientHelloInfo: TLS handshake details, or null on a plain connection. */
     clientHelloInfo: () => ClientHelloInfo | null
-    /** SPEC.md Route: the matched route. */
+    /** Route: the matched route. */
     route: () => ContextRoute
-    /** SPEC.md App: the Fastify instance (its settings: `app().contextOptions`). */
+    /** App: the Fastify instance (its settings: `app().contextOptions`). */
     app: () => FastifyInstance
-    /** SPEC.md Context: a signal that aborts (reason ClientGoneError) when the client goes away before the response is sent. */
+    /** Context: a signal that aborts (reason ClientGoneError) when the client goes away before the response is sent. */
     context: () => AbortSignal
   }
   interface FastifyInstance {
-    /** The context plugin's resolved settings (SPEC.md "Application settings named in the interface"). */
+    /** The context plugin's resolved settings (README.md "Settings (plugin options)"). */
     contextOptions: Readonly<ResolvedContextOptions>
   }
 }
