@@ -4,8 +4,6 @@
  */
 import fastifyHelmet from '@fastify/helmet'
 import fastifyRateLimit from '@fastify/rate-limit'
-import fastifySwagger from '@fastify/swagger'
-import fastifySwaggerUi from '@fastify/swagger-ui'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify'
 import type { Config } from './config.js'
@@ -31,6 +29,7 @@ import draining from './plugins/draining.js'
 import errorHandler from './plugins/error-handler.js'
 import loadShedding from './plugins/load-shedding.js'
 import metrics from './plugins/metrics.js'
+import openapi from './plugins/openapi.js'
 import password from './plugins/password.js'
 import prisma from './plugins/prisma.js'
 import redis from './plugins/redis.js'
@@ -96,13 +95,10 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
       return error
     }
   })
-  await app.register(fastifySwagger, {
-    openapi: {
-      info: { title: 'User and product service', version: '0.1.0', description: 'Users, JWT login and products. Errors are RFC 9457 problem details.' },
-      components: { securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' }, adminApiKey: adminApiKeyScheme } }
-    }
+  await app.register(openapi, {
+    version: '0.1.0',
+    securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' }, adminApiKey: adminApiKeyScheme }
   })
-  await app.register(fastifySwaggerUi, { routePrefix: '/docs' })
 
   await app.register(prisma, {
     url: options.databaseUrl,

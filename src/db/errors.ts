@@ -8,8 +8,13 @@
  */
 interface Classified { status: number, code: string, detail: string }
 
-/** PostgreSQL SQLSTATE classes and Node socket errors that mean "the database is not there". */
-const UNAVAILABLE_SQLSTATE = /^(08|57P0|53)/
+/**
+ * PostgreSQL SQLSTATE classes and Node socket errors that mean "the database is not there":
+ * connection failures, shutdown, insufficient resources, and a database or role the
+ * server does not know or refuses (3D000, 28xxx: dropped, or a deployment mistake).
+ */
+const UNAVAILABLE_SQLSTATE = /^(08|57P0|53|3D|28)/
+const UNAVAILABLE_KINDS = new Set(['DatabaseNotReachable', 'DatabaseDoesNotExist', 'DatabaseAccessDenied', 'AuthenticationFailed'])
 const UNAVAILABLE_ERRNO = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EHOSTUNREACH', 'EAI_AGAIN'])
 /**
  * The database did not answer in time: a statement cancelled by `statement_timeout`
@@ -49,7 +54,7 @@ export function classifyDatabaseError (error: unknown): Classified | undefined {
     }
     case 'P2025':
       return { status: 404, code: 'NOT_FOUND', detail: 'The record does not exist' }
-    case 'P1001': case 'P1002': case 'P1017': case 'P2024':
+    case 'P1000': case 'P1001': case 'P1002': case 'P1003': case 'P1017': case 'P2024':
       return unavailable()
     case 'P2021': case 'P2022':
       return schemaNotReady()
@@ -64,7 +69,7 @@ export function classifyDatabaseError (error: unknown): Classified | undefined {
   }
   // Node socket errors name themselves in `code` (`errno` is the number).
   const socketError = UNAVAILABLE_ERRNO.has(String(cause.code)) || UNAVAILABLE_ERRNO.has(String(e.code))
-  if (UNAVAILABLE_SQLSTATE.test(sqlState) || socketError || cause.kind === 'DatabaseNotReachable' ||
+  if (UNAVAILABLE_SQLSTATE.test(sqlState) || socketError || UNAVAILABLE_KINDS.has(cause.kind) ||
       /Can't reach database|Connection terminated|connect ECONNREFUSED|terminating connection|timeout exceeded when trying to connect|Client has encountered a connection error/.test(String(e.message))) {
     return unavailable()
   }

@@ -7,7 +7,8 @@ import { STATUS_CODES } from 'node:http'
 import createError from '@fastify/error'
 import { Type, type Static } from 'typebox'
 
-export const PROBLEM_CONTENT_TYPE = 'application/problem+json; charset=utf-8'
+export const PROBLEM_MEDIA_TYPE = 'application/problem+json'
+export const PROBLEM_CONTENT_TYPE = `${PROBLEM_MEDIA_TYPE}; charset=utf-8`
 
 export const FieldError = Type.Object({
   /** The part of the request: `body`, `params`, `querystring` or `headers`. */
@@ -26,7 +27,21 @@ export const Problem = Type.Object({
   instance: Type.String({ description: 'the request path' }),
   requestId: Type.String(),
   errors: Type.Optional(Type.Array(FieldError))
-}, { description: 'RFC 9457 problem details' })
+}, {
+  // Registered once (src/app.ts): routes refer to it, the OpenAPI document has it as one component.
+  $id: 'Problem',
+  description: 'RFC 9457 problem details',
+  examples: [{
+    type: 'about:blank',
+    title: 'Bad Request',
+    status: 400,
+    detail: 'Invalid request body: /email must match format "email"',
+    code: 'VALIDATION_FAILED',
+    instance: '/api/user',
+    requestId: '8f14e45f-ceea-467f-a0b6-2a3d5c6e7f80',
+    errors: [{ in: 'body', field: '/email', message: 'must match format "email"' }]
+  }]
+})
 
 export type ProblemBody = Static<typeof Problem>
 

@@ -1,9 +1,37 @@
-/** Response-schema helpers: every route declares the problem details it can answer. */
-import { Problem } from './problem.js'
+/**
+ * Response-schema helpers: every route declares the problem details it can answer, each
+ * as `application/problem+json` with the one `Problem` component (src/lib/problem.ts).
+ */
+import { Type } from 'typebox'
+import { PROBLEM_MEDIA_TYPE } from './problem.js'
 
-/** `{ 400: Problem, 401: Problem, ... }` for the given statuses. */
-export function problems (...statuses: number[]): Record<number, typeof Problem> {
-  return Object.fromEntries(statuses.map((status) => [status, Problem]))
+/** What each status means on this service's routes (the OpenAPI response descriptions). */
+const MEANINGS: Record<number, string> = {
+  400: 'The request is malformed or fails validation (`VALIDATION_FAILED`, `MALFORMED_JSON`, `BAD_REQUEST`)',
+  401: 'No valid credentials: the token or key is missing, malformed, expired or revoked (`WWW-Authenticate` says which scheme)',
+  403: 'Authenticated, but not allowed (`FORBIDDEN`, `WRONG_PASSWORD`)',
+  404: 'No such resource (`NOT_FOUND`)',
+  409: 'The username or e-mail address is taken (`CONFLICT`)',
+  413: 'The body is larger than the limit (`PAYLOAD_TOO_LARGE`)',
+  415: 'The body is not JSON, or is compressed (`UNSUPPORTED_MEDIA_TYPE`)',
+  429: 'Too many attempts; `Retry-After` says when to try again (`RATE_LIMITED`)',
+  500: 'An unexpected error; it is logged with the request id (`INTERNAL`)',
+  503: 'The database is unavailable or the service is overloaded; `Retry-After` says when to try again (`SERVICE_UNAVAILABLE`, `OVERLOADED`)'
+}
+
+/** Every route that uses `problems` may fail unexpectedly (500) and is shed under load or needs the database (503). */
+const ALWAYS = [500, 503]
+
+/** The response of one error status: its meaning and the `Problem` component as `application/problem+json`. */
+export function problem (status: number) {
+  const description = MEANINGS[status]
+  if (description === undefined) throw new Error(`No description for status ${status}: add it to MEANINGS`)
+  return { description, content: { [PROBLEM_MEDIA_TYPE]: { schema: Type.Ref('Problem') } } }
+}
+
+/** The responses for the given error statuses, plus 500 and 503, which every route can answer. */
+export function problems (...statuses: number[]) {
+  return Object.fromEntries([...new Set([...statuses, ...ALWAYS])].map((status) => [status, problem(status)]))
 }
 
 /** The bearer-token security requirement of protected routes, for the OpenAPI document. */

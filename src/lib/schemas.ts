@@ -20,12 +20,13 @@ export const PageQuery = Type.Object({
 /** After validation: the default has filled in `limit`. */
 export type PageQueryInput = Static<typeof PageQuery>
 
-/** A page of `items` in id order and the cursor of the next one. */
+/** A page of `items` in id order and the cursor of the next one; its example is made of the item's. */
 export function Page<T extends TSchema> (item: T) {
+  const example = (item as { examples?: unknown[] }).examples?.[0]
   return Type.Object({
     items: Type.Array(item),
     nextCursor: Type.Union([Type.Integer(), Type.Null()], { description: 'pass as `cursor` for the next page; null on the last page' })
-  })
+  }, example === undefined ? {} : { examples: [{ items: [example], nextCursor: null }] })
 }
 export interface PageOf<T> { items: T[], nextCursor: number | null }
 

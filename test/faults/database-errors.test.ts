@@ -18,6 +18,8 @@ t.test('unavailable: 503', async (t) => {
     ['pg: starting up (57P03)', pgError('57P03', 'the database system is starting up')],
     ['pg: too many connections (53300)', pgError('53300', 'sorry, too many clients already')],
     ['pg: connection failure (08006)', pgError('08006', 'connection failure')],
+    ['pg: the database does not exist (3D000)', pgError('3D000', 'database "gone" does not exist')],
+    ['pg: the password is refused (28P01)', pgError('28P01', 'password authentication failed for user "api"')],
     ['pg: connection terminated', new Error('Connection terminated unexpectedly')],
     ['pg-pool: connect timeout', new Error('timeout exceeded when trying to connect')],
     ['socket: refused', errno('ECONNREFUSED')],

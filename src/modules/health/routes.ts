@@ -16,14 +16,14 @@ import { Type } from 'typebox'
 import { sqlPool } from '../../db/client.js'
 import { expectedMigrations, pendingAmong } from '../../db/pending.js'
 import { ServiceUnavailable } from '../../lib/problem.js'
-import { problems } from '../../lib/responses.js'
+import { problem } from '../../lib/responses.js'
 import { redisAnswers } from '../../plugins/redis.js'
 
-const Status = Type.Object({ status: Type.Literal('ok') })
+const Status = Type.Object({ status: Type.Literal('ok') }, { examples: [{ status: 'ok' }] })
 const Readiness = Type.Object({
   status: Type.Literal('ok'),
   redis: Type.Optional(Type.Union([Type.Literal('ok'), Type.Literal('unavailable')], { description: 'only with REDIS_URL: whether Redis answered a PING in time' }))
-})
+}, { examples: [{ status: 'ok' }] })
 
 export interface HealthRoutesOptions {
   /** `/ready` answers 503 when the database has not answered within this time (default 1500 ms). */
@@ -64,7 +64,7 @@ export const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesOptions> = asyn
 
   app.get('/ready', {
     config: { rateLimit: false },
-    schema: { tags: ['health'], summary: 'The database answers and its migrations are applied', response: { 200: Readiness, ...problems(503) } }
+    schema: { tags: ['health'], summary: 'The database answers and its migrations are applied', response: { 200: Readiness, 503: problem(503) } }
   }, async (request) => {
     if (app.draining.active) throw new ServiceUnavailable('The service is shutting down')
     const redis = app.redis === null ? undefined : redisAnswers(app.redis, timeoutMs)

@@ -15,7 +15,7 @@ export const RegisterBody = Type.Object({
   username: Username,
   email: Email,
   password: Password
-}, { additionalProperties: false })
+}, { additionalProperties: false, examples: [{ username: 'alice', email: 'alice@example.com', password: 'wonderland!' }] })
 export type RegisterInput = Static<typeof RegisterBody>
 
 /** A password to check (not to set): any length a login accepts; a wrong one is a 403, not a 400. */
@@ -26,12 +26,18 @@ export const UpdateUserBody = Type.Object({
   email: Type.Optional(Email),
   password: Type.Optional(Password),
   currentPassword: Type.Optional(passwordToCheck('your current password: required with `password`, checked whenever sent'))
-}, { additionalProperties: false, minProperties: 1 })
+}, {
+  additionalProperties: false,
+  minProperties: 1,
+  examples: [{ email: 'alice@example.org' }, { password: 'a new password', currentPassword: 'wonderland!' }]
+})
 export type UpdateUserInput = Static<typeof UpdateUserBody>
 
 export const DeleteUserBody = Type.Object({
   password: passwordToCheck('your current password')
-}, { additionalProperties: false })
+}, { additionalProperties: false, examples: [{ password: 'wonderland!' }] })
+
+const userExample = { id: 1, username: 'alice', email: 'alice@example.com', createdAt: '2026-11-23T20:00:00.000Z', updatedAt: '2026-11-23T20:00:00.000Z' }
 
 export const User = Type.Object({
   id: Id,
@@ -39,11 +45,14 @@ export const User = Type.Object({
   email: Type.String(),
   createdAt: Timestamp,
   updatedAt: Timestamp
-}, { description: 'A user; the password and its hash are never part of it' })
+}, {
+  description: 'A user; the password and its hash are never part of it',
+  examples: [userExample]
+})
 /** A user as it may leave the service (and as `request.currentUser` holds it). */
 export type PublicUser = Static<typeof User>
 
 export const UpdatedUser = Type.Object({
   user: User,
   token: Type.Optional(Type.String({ description: 'a new token, present when the password changed (earlier tokens stop working)' }))
-})
+}, { examples: [{ user: userExample }] })

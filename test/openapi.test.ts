@@ -1,0 +1,241 @@
+/**
+ * The OpenAPI document (`/docs/json`): valid OpenAPI 3.1, errors as problem details from
+ * the one `Problem` component, examples on the operations, no client-required field that
+ * has a default, and for every route the statuses it documents are exactly the statuses
+ * this file makes it answer: each (route, status) pair has a request below that produces
+ * it, and every answer's status is documented.
+ */
+import { Validator } from '@seriousme/openapi-schema-validator'
+import type { LightMyRequestResponse } from 'fastify'
+import t from 'tap'
+import { Value } from 'typebox/value'
+import { Problem } from '../src/lib/problem.js'
+import { build, newUser, registerAndLogin, TEST_ENV, type Session } from './helpers/build.js'
+
+type Operation = { responses: Record<string, { content?: Record<string, { schema?: { $ref?: string }, example?: unknown, examples?: unknown }> }>, requestBody?: { content: Record<string, { example?: unknown, examples?: unknown }> }, parameters?: { name: string, required?: boolean, schema: { default?: unknown } }[] }
+type Document = { openapi: string, paths: Record<string, Record<string, Operation>>, components: { schemas: Record<string, unknown> } }
+
+const ADMIN = { authorization: `Bearer ${TEST_ENV.ADMIN_API_KEYS!.split(',')[0]}` }
+const WRONG_ADMIN = { authorization: 'Bearer cQXHu+OADM8lmuQm07Z89qTn09F5X/SLMMaTFhU+hQX=' }
+
+const app = await build(t)
+const doc = (await app.inject('/docs/json')).json() as Document
+
+t.test('the document is valid OpenAPI 3.1', async (t) => {
+  t.equal(doc.openapi, '3.1.0')
+  const validator = new Validator()
+  const result = await validator.validate(structuredClone(doc))
+  t.same(result.errors ?? [], [], 'no validation errors')
+  t.ok(result.valid)
+  // The validator can fail: a response without its required description is refused.
+  const broken = structuredClone(doc) as unknown as { paths: Record<string, Record<string, { responses: Record<string, Record<string, unknown>> }>> }
+  delete broken.paths['/api/product']!.get!.responses['200']!.description
+  t.notOk((await new Validator().validate(broken)).valid, 'a broken copy is invalid')
+})
+
+t.test('errors are application/problem+json from the one Problem component; examples on every operation', async (t) => {
+  t.ok(doc.components.schemas.Problem, 'the Problem component')
+  for (const [path, operations] of Object.entries(doc.paths)) {
+    for (const [method, operation] of Object.entries(operations)) {
+      const name = `${method.toUpperCase()} ${path}`
+      for (const [status, response] of Object.entries(operation.responses)) {
+        if (Number(status) < 400) {
+          for (const media of Object.values(response.content ?? {})) t.ok(media.example ?? media.examples, `${name} ${status}: an example`)
+          continue
+        }
+        t.same(Object.keys(response.content ?? {}), ['application/problem+json'], `${name} ${status}: problem+json only`)
+        t.equal(response.content?.['application/problem+json']?.schema?.$ref, '#/components/schemas/Problem', `${name} ${status}: the Problem component`)
+      }
+      for (const media of Object.values(operation.requestBody?.content ?? {})) t.ok(media.example ?? media.examples, `${name}: a request example`)
+      for (const parameter of operation.parameters ?? []) {
+        if (parameter.schema.default !== undefined) t.notOk(parameter.required, `${name}: ${parameter.name} has a default, so it is not required`)
+      }
+    }
+  }
+  t.notMatch(JSON.stringify(doc), /"required":\["title","description"/, 'a product description (default "") is not required')
+})
+
+t.test('each route answers every status it documents, and documents every status it answers', async (t) => {
+  // The same database, other limits: one bcrypt-costing request, one account change and one wrong admin key per window.
+  const limited = await build(t, { databaseUrl: app.databaseUrl, env: { RATE_LIMIT_AUTH_MAX: '1', ACCOUNT_CHANGES_MAX: '1', ADMIN_KEY_FAILURES_MAX: '1' } })
+  // A database that does not exist on the same server: every query fails as with a database that is down.
+  const missing = new URL(app.databaseUrl)
+  missing.pathname = '/openapi_no_such_database'
+  const down = await build(t, { databaseUrl: missing.toString() })
+
+  const me = await registerAndLogin(app)
+  const other = await registerAndLogin(app)
+  const product = async (session: Session) => (await app.inject({ method: 'POST', url: '/api/product', headers: session.auth, payload: { title: 'p', amount: 1 } })).json().id as number
+  const mine = await product(me)
+  const theirs = await product(other)
+  const huge = { title: 'x'.repeat(Number(app.config.BODY_LIMIT) + 1), amount: 1 }
+  const text = { headers: { 'content-type': 'text/plain' }, payload: 'hello' }
+
+  /** Makes `fn` throw an unexpected error while `run` runs: the route's 500. */
+  async function failing<T extends object> (target: T, method: keyof T, run: () => Promise<LightMyRequestResponse>) {
+    const original = target[method]
+    target[method] = (async () => { throw new TypeError('an unexpected failure') }) as T[keyof T]
+    try { return await run() } finally { target[method] = original }
+  }
+  /** The pg pool's queries fail unexpectedly: the token check (and login's account read) answer 500. */
+  async function failingQueries (run: () => Promise<LightMyRequestResponse>) {
+    const { sqlPool } = await import('../src/db/client.js')
+    return await failing(sqlPool(app.prisma) as unknown as { query: unknown }, 'query', run)
+  }
+  /** The user is deleted between the token check and `method` (a concurrent delete, made deterministic). */
+  async function deletedMidway (session: Session, method: 'update' | 'deleteOwn', run: () => Promise<LightMyRequestResponse>) {
+    const original = app.users[method]
+    app.users[method] = (async (...args: unknown[]) => {
+      await app.usersRepository.delete(session.id)
+      return await (original as (...a: unknown[]) => Promise<unknown>)(...args)
+    }) as never
+    try { return await run() } finally { app.users[method] = original as never }
+  }
+  /** Spends the limited app's budgets first (a login, a change, a wrong key), then asks. */
+  let spent = false
+  async function overBudget (run: () => Promise<LightMyRequestResponse>) {
+    if (!spent) {
+      spent = true
+      await limited.inject({ method: 'POST', url: '/api/auth/login', payload: { username: 'nobody-at-all', password: 'x' } })
+      await limited.inject({ method: 'PATCH', url: `/api/user/${budgetUser.id}`, headers: budgetUser.auth, payload: { email: newUser().email } })
+      await limited.inject({ method: 'GET', url: '/api/admin/users', headers: WRONG_ADMIN })
+    }
+    return await run()
+  }
+  const budgetUser = await registerAndLogin(app)
+
+  const register = (url: string): Record<number, () => Promise<LightMyRequestResponse>> => ({
+    201: () => app.inject({ method: 'POST', url, payload: newUser() }),
+    400: () => app.inject({ method: 'POST', url, payload: { username: 'x' } }),
+    409: () => app.inject({ method: 'POST', url, payload: newUser({ username: me.username }) }),
+    413: () => app.inject({ method: 'POST', url, payload: { ...newUser(), password: 'x'.repeat(2_000_000) } }),
+    415: () => app.inject({ method: 'POST', url, ...text }),
+    429: () => overBudget(() => limited.inject({ method: 'POST', url, payload: newUser() })),
+    500: () => failing(app.users, 'register', () => app.inject({ method: 'POST', url, payload: newUser() })),
+    503: () => down.inject({ method: 'POST', url, payload: newUser() })
+  })
+
+  const cases: Record<string, Record<number, () => Promise<LightMyRequestResponse>>> = {
+    'GET /health/live': { 200: () => app.inject('/health/live') },
+    'GET /health/ready': { 200: () => app.inject('/health/ready'), 503: () => down.inject('/health/ready') },
+    'POST /api/user': register('/api/user'),
+    'POST /api/auth/register': register('/api/auth/register'),
+    'POST /api/auth/login': {
+      200: () => app.inject({ method: 'POST', url: '/api/auth/login', payload: { username: me.username, password: me.password } }),
+      400: () => app.inject({ method: 'POST', url: '/api/auth/login', payload: { password: 'x' } }),
+      401: () => app.inject({ method: 'POST', url: '/api/auth/login', payload: { username: me.username, password: 'wrong password' } }),
+      413: () => app.inject({ method: 'POST', url: '/api/auth/login', payload: { username: me.username, password: 'x'.repeat(2_000_000) } }),
+      415: () => app.inject({ method: 'POST', url: '/api/auth/login', ...text }),
+      429: () => overBudget(() => limited.inject({ method: 'POST', url: '/api/auth/login', payload: { username: me.username, password: me.password } })),
+      500: () => failingQueries(() => app.inject({ method: 'POST', url: '/api/auth/login', payload: { username: me.username, password: me.password } })),
+      503: () => down.inject({ method: 'POST', url: '/api/auth/login', payload: { username: me.username, password: me.password } })
+    },
+    'GET /api/user/{id}': {
+      200: () => app.inject({ url: `/api/user/${me.id}`, headers: me.auth }),
+      400: () => app.inject({ url: '/api/user/abc', headers: me.auth }),
+      401: () => app.inject({ url: `/api/user/${me.id}` }),
+      403: () => app.inject({ url: `/api/user/${other.id}`, headers: me.auth }),
+      500: () => failingQueries(() => app.inject({ url: `/api/user/${me.id}`, headers: me.auth })),
+      503: () => down.inject({ url: `/api/user/${me.id}`, headers: me.auth })
+    },
+    'PATCH /api/user/{id}': {
+      200: () => app.inject({ method: 'PATCH', url: `/api/user/${me.id}`, headers: me.auth, payload: { email: newUser().email } }),
+      400: () => app.inject({ method: 'PATCH', url: `/api/user/${me.id}`, headers: me.auth, payload: {} }),
+      401: () => app.inject({ method: 'PATCH', url: `/api/user/${me.id}`, payload: { email: newUser().email } }),
+      403: () => app.inject({ method: 'PATCH', url: `/api/user/${me.id}`, headers: me.auth, payload: { email: newUser().email, currentPassword: 'wrong password' } }),
+      404: async () => { const gone = await registerAndLogin(app); return await deletedMidway(gone, 'update', () => app.inject({ method: 'PATCH', url: `/api/user/${gone.id}`, headers: gone.auth, payload: { email: newUser().email } })) },
+      409: () => app.inject({ method: 'PATCH', url: `/api/user/${me.id}`, headers: me.auth, payload: { username: other.username } }),
+      413: () => app.inject({ method: 'PATCH', url: `/api/user/${me.id}`, headers: me.auth, payload: { username: 'x'.repeat(2_000_000) } }),
+      415: () => app.inject({ method: 'PATCH', url: `/api/user/${me.id}`, headers: { ...me.auth, ...text.headers }, payload: text.payload }),
+      429: () => overBudget(() => limited.inject({ method: 'PATCH', url: `/api/user/${budgetUser.id}`, headers: budgetUser.auth, payload: { email: newUser().email } })),
+      500: () => failingQueries(() => app.inject({ method: 'PATCH', url: `/api/user/${me.id}`, headers: me.auth, payload: { email: newUser().email } })),
+      503: () => down.inject({ method: 'PATCH', url: `/api/user/${me.id}`, headers: me.auth, payload: { email: newUser().email } })
+    },
+    'DELETE /api/user/{id}': {
+      204: async () => { const gone = await registerAndLogin(app); return await app.inject({ method: 'DELETE', url: `/api/user/${gone.id}`, headers: gone.auth, payload: { password: gone.password } }) },
+      400: () => app.inject({ method: 'DELETE', url: `/api/user/${me.id}`, headers: me.auth, payload: {} }),
+      401: () => app.inject({ method: 'DELETE', url: `/api/user/${me.id}`, payload: { password: me.password } }),
+      403: () => app.inject({ method: 'DELETE', url: `/api/user/${other.id}`, headers: me.auth, payload: { password: me.password } }),
+      404: async () => { const gone = await registerAndLogin(app); return await deletedMidway(gone, 'deleteOwn', () => app.inject({ method: 'DELETE', url: `/api/user/${gone.id}`, headers: gone.auth, payload: { password: gone.password } })) },
+      413: () => app.inject({ method: 'DELETE', url: `/api/user/${me.id}`, headers: me.auth, payload: { password: 'x'.repeat(2_000_000) } }),
+      415: () => app.inject({ method: 'DELETE', url: `/api/user/${me.id}`, headers: { ...me.auth, ...text.headers }, payload: text.payload }),
+      429: () => overBudget(() => limited.inject({ method: 'DELETE', url: `/api/user/${budgetUser.id}`, headers: budgetUser.auth, payload: { password: budgetUser.password } })),
+      500: () => failingQueries(() => app.inject({ method: 'DELETE', url: `/api/user/${me.id}`, headers: me.auth, payload: { password: me.password } })),
+      503: () => down.inject({ method: 'DELETE', url: `/api/user/${me.id}`, headers: me.auth, payload: { password: me.password } })
+    },
+    'GET /api/product': {
+      200: () => app.inject('/api/product?cursor=0'),
+      400: () => app.inject('/api/product?limit=1000'),
+      500: () => failing(app.products, 'page', () => app.inject('/api/product')),
+      503: () => down.inject('/api/product')
+    },
+    'POST /api/product': {
+      201: () => app.inject({ method: 'POST', url: '/api/product', headers: me.auth, payload: { title: 'lamp', amount: 5 } }),
+      400: () => app.inject({ method: 'POST', url: '/api/product', headers: me.auth, payload: { title: 'lamp' } }),
+      401: () => app.inject({ method: 'POST', url: '/api/product', payload: { title: 'lamp', amount: 5 } }),
+      413: () => app.inject({ method: 'POST', url: '/api/product', headers: me.auth, payload: huge }),
+      415: () => app.inject({ method: 'POST', url: '/api/product', headers: { ...me.auth, ...text.headers }, payload: text.payload }),
+      500: () => failing(app.products, 'create', () => app.inject({ method: 'POST', url: '/api/product', headers: me.auth, payload: { title: 'lamp', amount: 5 } })),
+      503: () => down.inject({ method: 'POST', url: '/api/product', headers: me.auth, payload: { title: 'lamp', amount: 5 } })
+    },
+    'GET /api/product/{id}': {
+      200: () => app.inject(`/api/product/${mine}`),
+      400: () => app.inject('/api/product/0'),
+      404: () => app.inject('/api/product/2147483647'),
+      500: () => failing(app.products, 'get', () => app.inject(`/api/product/${mine}`)),
+      503: () => down.inject(`/api/product/${mine}`)
+    },
+    'DELETE /api/product/{id}': {
+      204: async () => app.inject({ method: 'DELETE', url: `/api/product/${await product(me)}`, headers: me.auth }),
+      400: () => app.inject({ method: 'DELETE', url: '/api/product/x', headers: me.auth }),
+      401: () => app.inject({ method: 'DELETE', url: `/api/product/${mine}` }),
+      403: () => app.inject({ method: 'DELETE', url: `/api/product/${theirs}`, headers: me.auth }),
+      404: () => app.inject({ method: 'DELETE', url: '/api/product/2147483647', headers: me.auth }),
+      500: () => failing(app.products, 'deleteOwned', () => app.inject({ method: 'DELETE', url: `/api/product/${mine}`, headers: me.auth })),
+      503: () => down.inject({ method: 'DELETE', url: `/api/product/${mine}`, headers: me.auth })
+    },
+    'GET /api/admin/users': {
+      200: () => app.inject({ url: '/api/admin/users?limit=2', headers: ADMIN }),
+      400: () => app.inject({ url: '/api/admin/users?limit=0', headers: ADMIN }),
+      401: () => app.inject({ url: '/api/admin/users' }),
+      429: () => overBudget(() => limited.inject({ url: '/api/admin/users', headers: WRONG_ADMIN })),
+      500: () => failing(app.users, 'page', () => app.inject({ url: '/api/admin/users', headers: ADMIN })),
+      503: () => down.inject({ url: '/api/admin/users', headers: ADMIN })
+    },
+    'DELETE /api/admin/users/{id}': {
+      204: async () => app.inject({ method: 'DELETE', url: `/api/admin/users/${(await registerAndLogin(app)).id}`, headers: ADMIN }),
+      400: () => app.inject({ method: 'DELETE', url: '/api/admin/users/-1', headers: ADMIN }),
+      401: () => app.inject({ method: 'DELETE', url: '/api/admin/users/1' }),
+      404: () => app.inject({ method: 'DELETE', url: '/api/admin/users/2147483647', headers: ADMIN }),
+      429: () => overBudget(() => limited.inject({ method: 'DELETE', url: '/api/admin/users/1', headers: WRONG_ADMIN })),
+      500: () => failing(app.users, 'delete', () => app.inject({ method: 'DELETE', url: '/api/admin/users/1', headers: ADMIN })),
+      503: () => down.inject({ method: 'DELETE', url: '/api/admin/users/1', headers: ADMIN })
+    },
+    'DELETE /api/admin/products/{id}': {
+      204: async () => app.inject({ method: 'DELETE', url: `/api/admin/products/${await product(me)}`, headers: ADMIN }),
+      400: () => app.inject({ method: 'DELETE', url: '/api/admin/products/1.5', headers: ADMIN }),
+      401: () => app.inject({ method: 'DELETE', url: '/api/admin/products/1' }),
+      404: () => app.inject({ method: 'DELETE', url: '/api/admin/products/2147483647', headers: ADMIN }),
+      429: () => overBudget(() => limited.inject({ method: 'DELETE', url: '/api/admin/products/1', headers: WRONG_ADMIN })),
+      500: () => failing(app.products, 'delete', () => app.inject({ method: 'DELETE', url: '/api/admin/products/1', headers: ADMIN })),
+      503: () => down.inject({ method: 'DELETE', url: '/api/admin/products/1', headers: ADMIN })
+    }
+  }
+
+  const documented = Object.entries(doc.paths).flatMap(([path, operations]) =>
+    Object.entries(operations).map(([method, operation]) => [`${method.toUpperCase()} ${path}`, Object.keys(operation.responses).map(Number).sort()] as const))
+  t.same(Object.keys(cases).sort(), documented.map(([route]) => route).sort(), 'a row of requests for every documented route')
+
+  for (const [route, statuses] of documented) {
+    const requests = cases[route] ?? {}
+    t.same(Object.keys(requests).map(Number).sort(), statuses, `${route}: a request for each documented status (${statuses.join(', ')})`)
+    for (const [status, request] of Object.entries(requests)) {
+      const response = await request()
+      t.equal(response.statusCode, Number(status), `${route} answers ${status} (${response.body.slice(0, 160)})`)
+      if (Number(status) >= 400) {
+        t.match(response.headers['content-type'], /^application\/problem\+json/, `${route} ${status}: problem+json`)
+        t.ok(Value.Check(Problem, response.json()), `${route} ${status}: the Problem shape`)
+      }
+    }
+  }
+})
