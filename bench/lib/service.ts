@@ -31,9 +31,17 @@ export interface BenchUser {
   token: string
 }
 
+/**
+ * POSTs JSON; a 503 (the service sheds load while a busy machine delays its event loop, as
+ * right after it starts) is retried after its Retry-After, up to 10 times.
+ */
 async function postJson (url: string, body: unknown): Promise<{ status: number, json: Record<string, unknown> }> {
-  const response = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) })
-  return { status: response.status, json: await response.json() as Record<string, unknown> }
+  for (let attempt = 1; ; attempt++) {
+    const response = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) })
+    const json = await response.json() as Record<string, unknown>
+    if (response.status !== 503 || attempt === 10) return { status: response.status, json }
+    await new Promise((resolve) => setTimeout(resolve, 1000 * Number(response.headers.get('retry-after') ?? 1)))
+  }
 }
 
 /** Registers `count` users (or finds them registered) and logs each in. */
