@@ -34,6 +34,7 @@ import password from './plugins/password.js'
 import prisma from './plugins/prisma.js'
 import redis from './plugins/redis.js'
 import { serverOptions } from './options.js'
+import type { Tracing } from './telemetry/index.js'
 
 export interface BuildAppOptions {
   config: Config
@@ -43,11 +44,16 @@ export interface BuildAppOptions {
   logStream?: NodeJS.WritableStream
   /** Overrides of the Fastify options from `serverOptions(config)`. */
   fastify?: Partial<FastifyServerOptions>
+  /** Tracing, when `startTracing(config)` (src/telemetry) started it. */
+  tracing?: Tracing
 }
 
 export async function buildApp (options: BuildAppOptions): Promise<FastifyInstance> {
   const { config } = options
-  const app = Fastify({ ...serverOptions(config, options.logStream), ...options.fastify }).withTypeProvider<TypeBoxTypeProvider>()
+  const { tracing } = options
+  const app = Fastify({ ...serverOptions(config, options.logStream, tracing?.logMixin), ...options.fastify }).withTypeProvider<TypeBoxTypeProvider>()
+  // First, so that its span is active in every later hook, handler and query.
+  if (tracing) await app.register(tracing.plugin)
   // The API speaks JSON only: without this, Fastify's built-in text/plain parser would
   // hand a string to the JSON schemas (a 400) where the right answer is 415.
   app.removeContentTypeParser('text/plain')

