@@ -10,7 +10,8 @@
  * file then gets its own copy (`CREATE DATABASE ... TEMPLATE`, test/helpers/database.ts),
  * so files run in parallel without seeing each other's rows.
  * Arguments are passed to tap (e.g. `npm test -- test/users.test.ts`). With none, the whole
- * suite runs, then the deployment test (test/deploy/compose.test.ts: Docker Compose for real).
+ * suite runs, then the deployment tests (test/deploy: the rolling restart behind a host
+ * HAProxy, and compose.test.ts: Docker Compose for real, skipped with COMPOSE_TEST=0).
  */
 import { spawn } from 'node:child_process'
 import { chmod, mkdtemp } from 'node:fs/promises'
@@ -66,16 +67,14 @@ try {
   })
   const args = process.argv.slice(2)
   code = await tap(args)
-  // The deployment test (test/deploy/, excluded from tap's default set) runs after the rest,
-  // alone: its image build would otherwise load the machine under the timing-sensitive tests.
-  // COMPOSE_TEST=0 skips it (it needs Docker; see the file's header).
+  // The deployment tests (test/deploy/, excluded from tap's default set) run after the rest,
+  // one at a time: an image build or four server processes would otherwise load the machine
+  // under the timing-sensitive tests. COMPOSE_TEST=0 skips the compose one (it needs Docker;
+  // see the file's header); the host proxy test still runs.
   if (args.length === 0) {
-    if (process.env.COMPOSE_TEST === '0') {
-      console.log('# test/deploy skipped (COMPOSE_TEST=0)')
-    } else {
-      const deploy = await tap(['--timeout=1800', 'test/deploy/*.test.ts'])
-      code = code || deploy
-    }
+    if (process.env.COMPOSE_TEST === '0') console.log('# test/deploy/compose.test.ts skipped (COMPOSE_TEST=0)')
+    const deploy = await tap(['--timeout=1800', '--jobs=1', 'test/deploy/*.test.ts'])
+    code = code || deploy
   }
 } finally {
   await admin(adminUrl, `DROP DATABASE IF EXISTS ${template} WITH (FORCE)`).catch(() => {})

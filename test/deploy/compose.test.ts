@@ -22,8 +22,11 @@ import path from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { promisify } from 'node:util'
 import t from 'tap'
+import { EnvSchema } from '../../src/config.js'
 import { freePort } from '../../src/db/embedded.js'
 import { PROJECT_ROOT } from '../../src/db/prisma-cli.js'
+import { call, isAnswer } from '../faults/helpers/http.js'
+import { loadUsers, lostWrites, mixedLoad } from './helpers/load.js'
 
 const exec = promisify(execFile)
 const project = `upsci${randomBytes(4).toString('hex')}`
@@ -410,6 +413,65 @@ t.test('docker compose up --build serves the API from .env.example', { skip: wan
       t.equal(url.protocol, 'http:', `${src} over http`)
       t.equal((await fetch(url)).status, 200, `${src} loads`)
     }
+  })
+
+  await t.test(`rolling restart of the ${REPLICAS} replicas under load: 0 failed requests, 0 lost writes`, async (t) => {
+    // The proxy's own view (its statistics page, in the compose network, not published).
+    const states = async (): Promise<Map<string, string>> => {
+      try {
+        const csv = await (await fetch(`http://${proxyIp}:8404/stats;csv`, { signal: AbortSignal.timeout(3000) })).text()
+        const [header = '', ...rows] = csv.split('\n').filter(Boolean)
+        const names = header.replace(/^# /, '').split(',')
+        const parsed = rows.map((row) => Object.fromEntries(row.split(',').map((value, i) => [names[i] ?? String(i), value])))
+        return new Map(parsed.filter((r) => r.pxname === 'api' && /^api\d+$/.test(r.svname ?? '') && r.status !== 'MAINT').map((r) => [`${r.svname} ${r.addr}`, r.status!]))
+      } catch { return new Map() }
+    }
+    const upCount = async (): Promise<number> => [...(await states()).values()].filter((s) => s === 'UP').length
+    const until = async (what: string, check: () => Promise<boolean>, ms: number): Promise<void> => {
+      const deadline = Date.now() + ms
+      while (!await check()) {
+        if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}: ${JSON.stringify([...(await states())])}`)
+        await sleep(250)
+      }
+    }
+    await until(`${REPLICAS} replicas UP in the proxy`, async () => await upCount() === REPLICAS, 60_000)
+    const users = await loadUsers(base, 3, project)
+    const load = mixedLoad(base, users, { workers: 4, pauseMs: 10 })
+    await sleep(2000)
+    const steps: string[] = []
+    for (const id of apiIds) {
+      const started = Date.now()
+      // SIGTERM, the drain (readiness 503: the proxy takes it out), the close, exit, start.
+      const restarted = await run('docker', ['restart', '-t', '20', id], { timeoutMs: 60_000 })
+      t.equal(restarted.code, 0, `docker restart ${id.slice(0, 12)}`)
+      const exitCode = JSON.parse((await run('docker', ['inspect', '--format', '{{json .State.ExitCode}}', id])).stdout || 'null') as number | null
+      t.equal(exitCode, 0, 'it stopped with exit 0 (the exit code of its last run)')
+      const back = Date.now()
+      await waitHealthy([id], 120_000)
+      await until(`${REPLICAS} replicas UP again`, async () => await upCount() === REPLICAS, 60_000)
+      steps.push(`${id.slice(0, 12)}: restart took ${back - started} ms, back in the proxy ${Date.now() - back} ms later`)
+    }
+    await sleep(2000)
+    const result = await load.stop()
+    t.comment(steps.join('\n'))
+    t.comment(`${result.sent} requests: ${JSON.stringify(result.answers)}; ${result.created.length} products created`)
+    t.same(result.failures, [], '0 failed requests')
+    t.ok(result.sent > 50 && result.created.length > 10, 'a real load ran (reads, logins, writes)')
+    t.same(await lostWrites(base, result.created), [], '0 lost writes: every 201 product reads back')
+
+    await t.test('the per-account limit holds across the replicas', { todo: 'REDIS_URL' in EnvSchema.properties ? false : 'REDIS_URL (Redis-shared limits) is not in the service yet: each replica counts alone' }, async (t) => {
+      const max = Number(/^LOGIN_FAILURES_MAX=(\d+)/m.exec(example)?.[1] ?? 10)
+      const statuses: number[] = []
+      const guessIds: string[] = []
+      for (let i = 0; i < max * REPLICAS; i++) {
+        const r = await call(base, 'POST', '/api/auth/login', { body: { username: users[0]!.username, password: `wrong guess ${i}` } })
+        statuses.push(isAnswer(r) ? r.status : 0)
+        if (isAnswer(r)) guessIds.push(r.headers.get('x-request-id') ?? '')
+      }
+      t.ok((await requestsPerContainer(apiIds, guessIds)).size >= 2, 'the guesses went to several replicas')
+      t.equal(statuses.filter((s) => s === 401).length, max, `exactly LOGIN_FAILURES_MAX (${max}) wrong guesses answered 401 over ${REPLICAS} replicas`)
+      t.equal(statuses.filter((s) => s === 429).length, max * (REPLICAS - 1), 'every later one 429')
+    })
   })
 
   await t.test('docker compose restart api: the data is still there', async (t) => {

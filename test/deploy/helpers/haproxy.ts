@@ -1,0 +1,90 @@
+/**
+ * HAProxy from the host's packages (Debian's `haproxy`) running deploy/haproxy.cfg, the file
+ * the compose deployment mounts, with its Docker-only lines (marked `# docker`: the DNS
+ * resolvers and the server template) replaced by fixed servers on 127.0.0.1, a loopback bind
+ * and an admin socket to read the servers' states. Killed at teardown.
+ */
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
+import net from 'node:net'
+import os from 'node:os'
+import path from 'node:path'
+import { PROJECT_ROOT } from '../../../src/db/prisma-cli.js'
+
+interface Teardown { teardown: (fn: () => unknown) => void }
+
+export interface Haproxy {
+  url: string
+  child: ChildProcess
+  output: () => string
+  /** Each server's status (`UP`, `DOWN`, `MAINT`, `UP 1/2`...), by name (api1, api2, ...). */
+  states: () => Promise<Map<string, string>>
+  /** Each server's total of requests sent to it (HAProxy's `stot`). */
+  totals: () => Promise<Map<string, number>>
+}
+
+/** Why HAProxy cannot run here, or undefined when it can. */
+export function haproxyMissing (): string | undefined {
+  const found = spawnSync('haproxy', ['-v'], { encoding: 'utf8' })
+  return found.status === 0 ? undefined : 'no `haproxy` on PATH (Debian: apt-get install haproxy; .ci/run installs it)'
+}
+
+/** deploy/haproxy.cfg for local servers. */
+export async function hostConfig (proxyPort: number, serverPorts: number[], socket: string): Promise<string> {
+  const text = await readFile(path.join(PROJECT_ROOT, 'deploy', 'haproxy.cfg'), 'utf8')
+  const lines = text.split('\n').filter((line) => !/#\s*docker\s*$/.test(line))
+  const out = lines.join('\n')
+    .replace(/^(global\n)/m, `$1  stats socket ${socket} mode 600 level admin\n`)
+    .replace(/^(\s*bind) :8080$/m, `$1 127.0.0.1:${proxyPort}`)
+  if (out === lines.join('\n') || !out.includes(`127.0.0.1:${proxyPort}`)) throw new Error('deploy/haproxy.cfg: no `global` section or no `bind :8080` line to adapt')
+  return out.trimEnd() + '\n' + serverPorts.map((port, i) => `  server api${i + 1} 127.0.0.1:${port}`).join('\n') + '\n'
+}
+
+async function adminCommand (socket: string, command: string): Promise<string> {
+  return await new Promise((resolve, reject) => {
+    let data = ''
+    const client = net.createConnection(socket, () => client.end(`${command}\n`))
+    client.on('data', (chunk) => { data += chunk.toString() })
+    client.on('end', () => resolve(data))
+    client.on('error', reject)
+  })
+}
+
+async function stat (socket: string): Promise<Record<string, string>[]> {
+  const [header = '', ...rows] = (await adminCommand(socket, 'show stat')).split('\n').filter(Boolean)
+  const names = header.replace(/^# /, '').split(',')
+  return rows.map((row) => Object.fromEntries(row.split(',').map((value, i) => [names[i] ?? String(i), value])))
+}
+
+export async function startHaproxy (t: Teardown, proxyPort: number, serverPorts: number[]): Promise<Haproxy> {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'haproxy-'))
+  const socket = path.join(dir, 'admin.sock')
+  const file = path.join(dir, 'haproxy.cfg')
+  await writeFile(file, await hostConfig(proxyPort, serverPorts, socket))
+  const check = spawnSync('haproxy', ['-c', '-f', file], { encoding: 'utf8' })
+  if (check.status !== 0) throw new Error(`haproxy -c refused the configuration:\n${check.stdout}${check.stderr}`)
+  const child = spawn('haproxy', ['-W', '-db', '-f', file], { stdio: ['ignore', 'pipe', 'pipe'] })
+  let text = ''
+  child.stdout.on('data', (chunk: Buffer) => { text += chunk.toString() })
+  child.stderr.on('data', (chunk: Buffer) => { text += chunk.toString() })
+  const exited = new Promise((resolve) => child.on('exit', resolve))
+  t.teardown(async () => {
+    if (child.exitCode === null) { child.kill('SIGKILL'); await exited }
+    await rm(dir, { recursive: true, force: true })
+  })
+  const backend = async (): Promise<Record<string, string>[]> => (await stat(socket)).filter((row) => row.pxname === 'api' && /^api\d+$/.test(row.svname ?? ''))
+  // The socket appears once HAProxy has started.
+  for (let i = 0; ; i++) {
+    try { await backend(); break } catch (error) {
+      if (i > 100 || child.exitCode !== null) throw new Error(`haproxy did not start: ${String(error)}\n${text}`)
+      await new Promise((resolve) => setTimeout(resolve, 100))
+    }
+  }
+  return {
+    url: `http://127.0.0.1:${proxyPort}`,
+    child,
+    output: () => text,
+    states: async () => new Map((await backend()).map((row) => [row.svname!, row.status!])),
+    totals: async () => new Map((await backend()).map((row) => [row.svname!, Number(row.stot)]))
+  }
+}
