@@ -294,8 +294,10 @@ t.test('docker compose up --build serves the API from .env.example', { skip: wan
   const secret = randomBytes(48).toString('base64url')
   const subnet = await freeSubnet()
   const proxyIp = subnet.replace(/0\/24$/, '10')
-  // Logs at info: each replica logs its requests, by the proxy's request id.
-  await writeFile(path.join(dir, '.env'), makeEnv(example, { DB_PASSWORD: password, SECRET: secret, PORT: String(port), JWT_EXPIRES_IN: '2h', LOG_LEVEL: 'info', COMPOSE_SUBNET: subnet, PROXY_IP: proxyIp }))
+  // Logs at info: each replica logs its requests, by the proxy's request id. The per-client
+  // budget of bcrypt requests is raised: the load of the rolling restart logs in from one
+  // address hundreds of times (the per-account limit keeps its default).
+  await writeFile(path.join(dir, '.env'), makeEnv(example, { DB_PASSWORD: password, SECRET: secret, PORT: String(port), JWT_EXPIRES_IN: '2h', LOG_LEVEL: 'info', COMPOSE_SUBNET: subnet, PROXY_IP: proxyIp, RATE_LIMIT_AUTH_MAX: '100000' }))
   const valid = await dc(['config', '-q'])
   t.equal(valid.code, 0, `docker compose config is valid: ${valid.stderr}`)
 
@@ -441,15 +443,17 @@ t.test('docker compose up --build serves the API from .env.example', { skip: wan
     const steps: string[] = []
     for (const id of apiIds) {
       const started = Date.now()
-      // SIGTERM, the drain (readiness 503: the proxy takes it out), the close, exit, start.
-      const restarted = await run('docker', ['restart', '-t', '20', id], { timeoutMs: 60_000 })
-      t.equal(restarted.code, 0, `docker restart ${id.slice(0, 12)}`)
+      // `docker restart` in two steps, to see the exit code: SIGTERM, the drain (readiness
+      // 503: the proxy takes it out), the close, exit 0; then the start.
+      const stopped = await run('docker', ['stop', '-t', '20', id], { timeoutMs: 60_000 })
+      t.equal(stopped.code, 0, `docker stop ${id.slice(0, 12)}`)
       const exitCode = JSON.parse((await run('docker', ['inspect', '--format', '{{json .State.ExitCode}}', id])).stdout || 'null') as number | null
-      t.equal(exitCode, 0, 'it stopped with exit 0 (the exit code of its last run)')
+      t.equal(exitCode, 0, 'it stopped with exit 0 (drained and closed within its grace period)')
       const back = Date.now()
+      t.equal((await run('docker', ['start', id], { timeoutMs: 60_000 })).code, 0, `docker start ${id.slice(0, 12)}`)
       await waitHealthy([id], 120_000)
       await until(`${REPLICAS} replicas UP again`, async () => await upCount() === REPLICAS, 60_000)
-      steps.push(`${id.slice(0, 12)}: restart took ${back - started} ms, back in the proxy ${Date.now() - back} ms later`)
+      steps.push(`${id.slice(0, 12)}: stopped in ${back - started} ms, back in the proxy ${Date.now() - back} ms after its start`)
     }
     await sleep(2000)
     const result = await load.stop()
