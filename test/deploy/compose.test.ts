@@ -337,6 +337,12 @@ t.test('docker compose up --build serves the API from .env.example', { skip: wan
       if (served.size === REPLICAS) break
       await sleep(1000)
     }
+    // A replica writes its "request completed" line as the answer leaves: the last lines can
+    // reach `docker logs` a moment after the client has its answer.
+    for (let i = 0; i < 20 && [...served.values()].reduce((a, b) => a + b, 0) < ids.length; i++) {
+      await sleep(500)
+      served = await requestsPerContainer(apiIds, ids)
+    }
     t.equal(served.size, REPLICAS, `every replica served some of the ${ids.length} requests: ${[...served.values()].join(', ')}`)
     t.match(ids[0], /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/, 'the id is the proxy\'s UUID, not the client\'s')
     t.equal(new Set(ids).size, ids.length, 'one id per request')
