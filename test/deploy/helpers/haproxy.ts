@@ -23,10 +23,12 @@ export interface Haproxy {
   totals: () => Promise<Map<string, number>>
 }
 
+/** The haproxy binary: on PATH, or where Debian puts it (/usr/sbin, off a non-root PATH). */
+const HAPROXY = ['haproxy', '/usr/sbin/haproxy'].find((bin) => spawnSync(bin, ['-v']).status === 0)
+
 /** Why HAProxy cannot run here, or undefined when it can. */
 export function haproxyMissing (): string | undefined {
-  const found = spawnSync('haproxy', ['-v'], { encoding: 'utf8' })
-  return found.status === 0 ? undefined : 'no `haproxy` on PATH (Debian: apt-get install haproxy; .ci/run installs it)'
+  return HAPROXY !== undefined ? undefined : 'no `haproxy` (Debian: apt-get install haproxy; .ci/run installs it)'
 }
 
 /** deploy/haproxy.cfg for local servers. */
@@ -61,9 +63,9 @@ export async function startHaproxy (t: Teardown, proxyPort: number, serverPorts:
   const socket = path.join(dir, 'admin.sock')
   const file = path.join(dir, 'haproxy.cfg')
   await writeFile(file, await hostConfig(proxyPort, serverPorts, socket))
-  const check = spawnSync('haproxy', ['-c', '-f', file], { encoding: 'utf8' })
+  const check = spawnSync(HAPROXY ?? 'haproxy', ['-c', '-f', file], { encoding: 'utf8' })
   if (check.status !== 0) throw new Error(`haproxy -c refused the configuration:\n${check.stdout}${check.stderr}`)
-  const child = spawn('haproxy', ['-W', '-db', '-f', file], { stdio: ['ignore', 'pipe', 'pipe'] })
+  const child = spawn(HAPROXY ?? 'haproxy', ['-W', '-db', '-f', file], { stdio: ['ignore', 'pipe', 'pipe'] })
   let text = ''
   child.stdout.on('data', (chunk: Buffer) => { text += chunk.toString() })
   child.stderr.on('data', (chunk: Buffer) => { text += chunk.toString() })
