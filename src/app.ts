@@ -17,6 +17,7 @@ import { authBudget as createAuthBudget } from './modules/auth/budget.js'
 import { authRoutes } from './modules/auth/routes.js'
 import { healthRoutes } from './modules/health/routes.js'
 import { metricsRoutes } from './modules/metrics/routes.js'
+import productImages from './modules/products/images.js'
 import productsRepository from './modules/products/repository.js'
 import { productRoutes } from './modules/products/routes.js'
 import productsService from './modules/products/service.js'
@@ -25,6 +26,7 @@ import { userRoutes } from './modules/users/routes.js'
 import usersService from './modules/users/service.js'
 import authentication from './plugins/authentication.js'
 import contentCoding from './plugins/content-coding.js'
+import context from './plugins/context/index.js'
 import draining from './plugins/draining.js'
 import errorHandler from './plugins/error-handler.js'
 import loadShedding from './plugins/load-shedding.js'
@@ -33,6 +35,8 @@ import openapi from './plugins/openapi.js'
 import password from './plugins/password.js'
 import prisma from './plugins/prisma.js'
 import redis from './plugins/redis.js'
+import routing from './plugins/routing/index.js'
+import storage from './plugins/storage.js'
 import { serverOptions } from './options.js'
 import type { Tracing } from './telemetry/index.js'
 
@@ -67,6 +71,12 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
   await app.register(errorHandler)
   await app.register(draining)
   await app.register(contentCoding)
+  // The context API (docs/context-api.md, "In the service"): request and reply decorators
+  // for every request. Content codings never reach its decoder (content-coding answers 415
+  // in onRequest, before its preParsing hook), and it keeps no raw copy of bodies. It
+  // registers @fastify/cookie unless that is registered first (register it above to set
+  // cookie options).
+  await app.register(context, { rawBody: false })
   await app.register(fastifyHelmet, {
     // The OpenAPI page loads its own scripts and styles from /docs/static.
     contentSecurityPolicy: {
@@ -121,6 +131,9 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
   // Data access and services, each built once (docs/architecture.md); routes call the services.
   await app.register(usersRepository)
   await app.register(productsRepository)
+  await app.register(storage, { root: config.UPLOAD_DIR })
+  // Images before the services: deleting a product or a user deletes its image files too.
+  await app.register(productImages, { maxBytes: config.IMAGE_MAX_BYTES })
   await app.register(authentication, { secret: config.SECRET, expiresIn: config.JWT_EXPIRES_IN, findUser: app.usersRepository.findTokenUser })
   // One budget of password guesses per account, for login and the current-password checks.
   const guesses = accountLimiter({ max: config.LOGIN_FAILURES_MAX, timeWindow: config.LOGIN_FAILURES_WINDOW_MS }, attemptStore('guesses'))
@@ -132,7 +145,13 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
   await app.register(healthRoutes, { prefix: '/health', readyTimeoutMs: config.HEALTH_READY_TIMEOUT_MS })
   await app.register(authRoutes, { prefix: '/api/auth', authBudget, expiresIn: config.JWT_EXPIRES_IN })
   await app.register(userRoutes, { prefix: '/api/user', authBudget, accountChanges: { max: config.ACCOUNT_CHANGES_MAX, timeWindow: config.ACCOUNT_CHANGES_WINDOW_MS, store: attemptStore('account-changes') } })
-  await app.register(productRoutes, { prefix: '/api/product' })
+  // The routing plugin only where it serves: named-route URLs (a product's imageUrl). In this
+  // scope its onRoute and onRequest hooks see the product routes alone, and its 405 answer is
+  // off, so every route answers as before (test/service-routes.test.ts).
+  await app.register(async function catalogue (scope) {
+    await scope.register(routing, { methodNotAllowed: false })
+    await scope.register(productRoutes, { prefix: '/api/product', imageMaxBytes: config.IMAGE_MAX_BYTES, csvMaxRows: config.CSV_MAX_ROWS })
+  })
   // One budget of wrong admin keys per client for /api/admin and /metrics together.
   const keyFailures = { max: config.ADMIN_KEY_FAILURES_MAX, timeWindow: config.ADMIN_KEY_FAILURES_WINDOW_MS, store: attemptStore('admin-keys') }
   await app.register(adminRoutes, { prefix: '/api/admin', apiKeys: config.ADMIN_API_KEYS, keyFailures })

@@ -119,6 +119,14 @@ export const EnvSchema = Type.Object({
   /** A Redis command with no answer fails after this long (the request answers 503). */
   REDIS_COMMAND_TIMEOUT_MS: Type.Integer({ default: 1000, minimum: 50, maximum: 60_000 }),
 
+  // Product images and the CSV catalogue (docs/api.md, "Product images", "CSV").
+  /** Folder of uploaded product images, created at start (compose: the `uploads` volume). */
+  UPLOAD_DIR: Type.String({ default: '.data/uploads', minLength: 1 }),
+  /** Largest product image in bytes (413 past it). */
+  IMAGE_MAX_BYTES: Type.Integer({ default: 5_242_880, minimum: 1024, maximum: 104_857_600 }),
+  /** Largest `limit` of a CSV page of GET /api/product (a JSON page stays at most 100). */
+  CSV_MAX_ROWS: Type.Integer({ default: 10_000, minimum: 100, maximum: 1_000_000 }),
+
   // Admin routes (key-auth): comma-separated keys; the first is current, all verify.
   ADMIN_API_KEYS: Type.String({ default: '' }),
 

@@ -1,20 +1,73 @@
-/** /api/product: public reads, creation with a JWT, deletion by the creator only. */
+/**
+ * /api/product: public reads (JSON, or CSV for `Accept: text/csv`), creation with a JWT,
+ * deletion by the creator only; the image routes are in image-routes.ts.
+ */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import createError from '@fastify/error'
 import { bearerAuth, problems } from '../../lib/responses.js'
-import { IdParams, NoContent, PageQuery } from '../../lib/schemas.js'
-import { CreateProductBody, Product, ProductPage } from './schemas.js'
+import { IdParams, NoContent } from '../../lib/schemas.js'
+import { CSV_CONTENT_TYPE } from './csv.js'
+import { productImageRoutes, PRODUCT_IMAGE_ROUTE } from './image-routes.js'
+import { catalogueQuery, CreateProductBody, JSON_MAX_LIMIT, Product, ProductPage } from './schemas.js'
 
-export const productRoutes: FastifyPluginAsyncTypebox = async (app) => {
+export interface ProductRoutesOptions {
+  /** IMAGE_MAX_BYTES. */
+  imageMaxBytes: number
+  /** CSV_MAX_ROWS: the largest `limit` of a CSV page. */
+  csvMaxRows: number
+}
+
+export const NotAcceptable = createError('NOT_ACCEPTABLE', 'The product list is served as application/json or text/csv; the Accept header allows neither', 406)
+
+/** A JSON page larger than JSON_MAX_LIMIT: the 400 Ajv gives for any other out-of-range value. */
+function jsonLimitError (): Error {
+  const message = `must be <= ${JSON_MAX_LIMIT}`
+  return Object.assign(new Error(`querystring/limit ${message}`), {
+    statusCode: 400,
+    validationContext: 'querystring',
+    validation: [{ instancePath: '/limit', keyword: 'maximum', params: { comparison: '<=', limit: JSON_MAX_LIMIT }, message }]
+  })
+}
+
+export const productRoutes: FastifyPluginAsyncTypebox<ProductRoutesOptions> = async (app, options) => {
   const { products } = app
+  const imageUrl = (id: number): string => app.getRouteURL(PRODUCT_IMAGE_ROUTE, { id })
+  /** A product row as the API shows it: its image as a URL (a named route), or null. */
+  const present = <Row extends { id: number, imageKey: string | null }>(row: Row) => ({ ...row, imageUrl: row.imageKey === null ? null : imageUrl(row.id) })
 
   app.get('', {
     schema: {
       tags: ['products'],
-      summary: 'List products, oldest first, a page at a time',
-      querystring: PageQuery,
-      response: { 200: ProductPage, ...problems(400) }
+      summary: 'List products, oldest first, a page at a time: JSON, or CSV for Accept: text/csv',
+      description: 'Negotiated on Accept (`Vary: Accept`): JSON by default, `text/csv` when preferred (the same page, streamed, a header row, cells that a spreadsheet would run as formulas prefixed with `\'`; the next page in `Link: <...>; rel="next"`). 406 when neither is acceptable.',
+      querystring: catalogueQuery(options.csvMaxRows),
+      response: {
+        200: {
+          description: 'a page of products',
+          content: {
+            'application/json': { schema: ProductPage },
+            'text/csv': { schema: { type: 'string', description: 'columns id, title, description, amount, creatorId, createdAt, updatedAt, imageUrl; RFC 4180 (CRLF), UTF-8, every text cell quoted' } }
+          }
+        },
+        ...problems(400, 406)
+      }
     }
-  }, async (request) => await products.page(request.query))
+  }, async (request, reply) => {
+    reply.vary('Accept')
+    const type = request.accepts('application/json', 'text/csv')
+    if (type === '') throw new NotAcceptable()
+    if (type === 'text/csv') {
+      const page = await products.csvPage(request.query, imageUrl)
+      if (page.nextCursor !== null) {
+        const path = request.url.split('?')[0] ?? ''
+        reply.links(`${path}?limit=${request.query.limit}&cursor=${page.nextCursor}`, 'next')
+      }
+      return await reply.type(CSV_CONTENT_TYPE).header('content-disposition', 'attachment; filename="products.csv"').send(page.body as never)
+    }
+    if (request.query.limit > JSON_MAX_LIMIT) throw jsonLimitError()
+    const page = await products.page(request.query)
+    return await reply.type('application/json; charset=utf-8').send({ items: page.items.map(present), nextCursor: page.nextCursor })
+  })
 
   app.get('/:id', {
     schema: {
@@ -23,7 +76,7 @@ export const productRoutes: FastifyPluginAsyncTypebox = async (app) => {
       params: IdParams,
       response: { 200: Product, ...problems(400, 404) }
     }
-  }, async (request) => await products.get(request.params.id))
+  }, async (request) => present(await products.get(request.params.id)))
 
   app.post('', {
     onRequest: app.authenticate,
@@ -35,14 +88,14 @@ export const productRoutes: FastifyPluginAsyncTypebox = async (app) => {
       response: { 201: Product, ...problems(400, 401, 413, 415) }
     }
   }, async (request, reply) => {
-    return reply.code(201).send(await products.create(request.body, request.currentUser!.id))
+    return reply.code(201).send(present(await products.create(request.body, request.currentUser!.id)))
   })
 
   app.delete('/:id', {
     onRequest: app.authenticate,
     schema: {
       tags: ['products'],
-      summary: 'Delete a product you created',
+      summary: 'Delete a product you created (and its image)',
       security: bearerAuth,
       params: IdParams,
       response: { 204: NoContent('deleted'), ...problems(400, 401, 403, 404) }
@@ -51,4 +104,6 @@ export const productRoutes: FastifyPluginAsyncTypebox = async (app) => {
     await products.deleteOwned(request.params.id, request.currentUser!.id)
     return reply.code(204).send(null)
   })
+
+  await app.register(productImageRoutes, { maxBytes: options.imageMaxBytes })
 }

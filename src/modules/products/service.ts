@@ -4,12 +4,24 @@
  */
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
+import type pg from 'pg'
+import { sqlPool } from '../../db/client.js'
 import { Forbidden, NotFound, Unauthorized } from '../../lib/problem.js'
 import type { PageQueryInput } from '../../lib/schemas.js'
+import { csvPage, type CsvPage } from './csv.js'
+import type { ProductImages } from './images.js'
 import type { ProductsRepository } from './repository.js'
 import type { CreateProductInput } from './schemas.js'
 
-function productsService (products: ProductsRepository) {
+interface ProductsServiceDependencies {
+  products: ProductsRepository
+  /** Deletions go through the images: a product's file goes with its row. */
+  images: ProductImages
+  /** The pg pool the CSV export streams from. */
+  pool: pg.Pool
+}
+
+function productsService ({ products, images, pool }: ProductsServiceDependencies) {
   const missing = (id: number) => new NotFound(`Product ${id} does not exist`)
 
   return {
@@ -24,6 +36,11 @@ function productsService (products: ProductsRepository) {
       return product
     },
 
+    /** A page of products as a CSV stream (csv.ts); `imageUrl` names a product's image. */
+    async csvPage (query: PageQueryInput, imageUrl: (id: number) => string): Promise<CsvPage> {
+      return await csvPage(pool, query, imageUrl)
+    },
+
     /** Creates a product of `creatorId`; 401 when that user was deleted after the token check (the token no longer names anyone). */
     async create (data: CreateProductInput, creatorId: number) {
       const product = await products.create({ ...data, creatorId })
@@ -31,16 +48,16 @@ function productsService (products: ProductsRepository) {
       return product
     },
 
-    /** Deletes a product of `creatorId`'s: 404 when there is none, 403 when it is someone else's. */
+    /** Deletes a product of `creatorId`'s and its image: 404 when there is none, 403 when it is someone else's. */
     async deleteOwned (id: number, creatorId: number): Promise<void> {
-      if (await products.deleteOwned(id, creatorId)) return
+      if (await images.deleteProduct(id, creatorId)) return
       if (await products.findById(id) === null) throw missing(id)
       throw new Forbidden('Only the creator of a product can delete it')
     },
 
-    /** Deletes any product (admin); 404 when there is none. */
+    /** Deletes any product (admin) and its image; 404 when there is none. */
     async delete (id: number): Promise<void> {
-      if (!await products.delete(id)) throw missing(id)
+      if (!await images.deleteProduct(id)) throw missing(id)
     }
   }
 }
@@ -54,5 +71,5 @@ declare module 'fastify' {
 }
 
 export default fp(async function productsServicePlugin (app: FastifyInstance) {
-  app.decorate('products', productsService(app.productsRepository))
-}, { name: 'products-service', fastify: '5.x', dependencies: ['products-repository'] })
+  app.decorate('products', productsService({ products: app.productsRepository, images: app.productImages, pool: sqlPool(app.prisma) }))
+}, { name: 'products-service', fastify: '5.x', dependencies: ['products-repository', 'product-images'] })

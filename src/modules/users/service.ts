@@ -28,9 +28,14 @@ interface UsersServiceDependencies {
   signToken: (user: { id: number, tokenVersion: number }) => Promise<string>
   /** The per-account budget of password guesses (login and current-password checks). */
   guesses: AccountLimiter
+  /**
+   * Deletes a user with their products and those products' image files (the product
+   * images' `deleteUser`); false when there was no such user.
+   */
+  deleteUser: (id: number) => Promise<boolean>
 }
 
-function usersService ({ users, passwords, signToken, guesses }: UsersServiceDependencies) {
+function usersService ({ users, passwords, signToken, guesses, deleteUser }: UsersServiceDependencies) {
   /** bcrypt's verdict, or the time of one spent on nothing when there is no hash to compare or the password is longer than bcrypt reads. */
   async function verify (password: string, passwordHash: string | undefined): Promise<boolean> {
     return passwordHash === undefined || Buffer.byteLength(password, 'utf8') > MAX_PASSWORD_BYTES
@@ -102,12 +107,12 @@ function usersService ({ users, passwords, signToken, guesses }: UsersServiceDep
     /** Deletes the own record after checking its password; 404 when a concurrent request deleted it first. */
     async deleteOwn (id: number, password: string, reply: FastifyReply): Promise<void> {
       await checkCurrentPassword(id, password, reply)
-      if (!await users.delete(id)) throw new NotFound('The user no longer exists')
+      if (!await deleteUser(id)) throw new NotFound('The user no longer exists')
     },
 
     /** Deletes any user and their products (admin); 404 when there is no such user. */
     async delete (id: number): Promise<void> {
-      if (!await users.delete(id)) throw new NotFound(`User ${id} does not exist`)
+      if (!await deleteUser(id)) throw new NotFound(`User ${id} does not exist`)
     },
 
     /** A page of users in id order (admin). */
@@ -130,5 +135,5 @@ interface UsersServicePluginOptions {
 }
 
 export default fp(async function usersServicePlugin (app: FastifyInstance, options: UsersServicePluginOptions) {
-  app.decorate('users', usersService({ users: app.usersRepository, passwords: app.passwords, signToken: app.signToken, guesses: options.guesses }))
-}, { name: 'users-service', fastify: '5.x', dependencies: ['users-repository', 'passwords', 'authentication'] })
+  app.decorate('users', usersService({ users: app.usersRepository, passwords: app.passwords, signToken: app.signToken, guesses: options.guesses, deleteUser: app.productImages.deleteUser }))
+}, { name: 'users-service', fastify: '5.x', dependencies: ['users-repository', 'passwords', 'authentication', 'product-images'] })

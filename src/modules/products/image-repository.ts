@@ -1,0 +1,133 @@
+/**
+ * The image columns of products, and every deletion that can take an image with it. Plain
+ * SQL on the pg pool: each statement must hand back the storage key it replaced or
+ * deleted, read under the row lock, so that no stored file is ever left without a row
+ * (docs/api.md, "Product images": no orphan files).
+ *
+ * - attach: `SELECT ... FOR UPDATE` then `UPDATE`, in one statement: two uploads to one
+ *   product each get the key the other replaced, never the same one twice.
+ * - a product deleted while its upload streams: the attach finds no row and the caller
+ *   removes the new file.
+ * - a user deleted: the user's row is locked first (so no product of theirs can be inserted
+ *   meanwhile), their products are deleted returning their keys, then the user.
+ */
+import type pg from 'pg'
+
+export interface ImageMeta {
+  key: string
+  type: string
+  size: number
+  sha256: string
+}
+
+/** What an attach or detach found. */
+export type ImageChange =
+  | { outcome: 'done', previousKey: string | null }
+  | { outcome: 'missing' }
+  | { outcome: 'forbidden' }
+  | { outcome: 'no-image' }
+
+const ATTACH_SQL = `
+  WITH old AS (SELECT id, creator_id, image_key FROM products WHERE id = $1 FOR UPDATE)
+  UPDATE products p
+     SET image_key = $3, image_type = $4, image_size = $5, image_sha256 = $6, image_updated_at = now(), updated_at = now()
+    FROM old
+   WHERE p.id = old.id AND old.creator_id = $2
+  RETURNING old.image_key AS "previousKey"`
+
+const DETACH_SQL = `
+  WITH old AS (SELECT id, creator_id, image_key FROM products WHERE id = $1 FOR UPDATE)
+  UPDATE products p
+     SET image_key = NULL, image_type = NULL, image_size = NULL, image_sha256 = NULL, image_updated_at = NULL, updated_at = now()
+    FROM old
+   WHERE p.id = old.id AND old.creator_id = $2 AND old.image_key IS NOT NULL
+  RETURNING old.image_key AS "previousKey"`
+
+const OWNER_SQL = 'SELECT creator_id AS "creatorId", image_key AS "imageKey" FROM products WHERE id = $1'
+
+/** Wrapped so the error handler's classifier reads the driver error as the cause (503s). */
+async function query<Row extends pg.QueryResultRow> (client: pg.Pool | pg.PoolClient, name: string, text: string, values: unknown[]): Promise<Row[]> {
+  try {
+    return (await client.query<Row>({ name, text, values })).rows
+  } catch (error) {
+    throw new Error(`Product image query ${name} failed: ${(error as Error).message}`, { cause: error })
+  }
+}
+
+export function productImagesRepository (pool: pg.Pool) {
+  /** Why a conditional update found nothing: no product, another's product, or no image. */
+  async function whyNot (id: number, creatorId: number): Promise<ImageChange> {
+    const [row] = await query<{ creatorId: number, imageKey: string | null }>(pool, 'product-owner', OWNER_SQL, [id])
+    if (row === undefined) return { outcome: 'missing' }
+    if (row.creatorId !== creatorId) return { outcome: 'forbidden' }
+    return { outcome: 'no-image' }
+  }
+
+  return {
+    /** The product's creator, or undefined when there is no such product. */
+    async ownerOf (id: number): Promise<number | undefined> {
+      const [row] = await query<{ creatorId: number }>(pool, 'product-owner', OWNER_SQL, [id])
+      return row?.creatorId
+    },
+
+    /** Sets the image of `creatorId`'s product `id`; `previousKey` is the file it replaced. */
+    async attach (id: number, creatorId: number, image: ImageMeta): Promise<ImageChange> {
+      const rows = await query<{ previousKey: string | null }>(pool, 'product-image-attach', ATTACH_SQL, [id, creatorId, image.key, image.type, image.size, image.sha256])
+      if (rows[0] !== undefined) return { outcome: 'done', previousKey: rows[0].previousKey }
+      return await whyNot(id, creatorId)
+    },
+
+    /** Clears the image of `creatorId`'s product `id`; `previousKey` is the file to remove. */
+    async detach (id: number, creatorId: number): Promise<ImageChange> {
+      const rows = await query<{ previousKey: string | null }>(pool, 'product-image-detach', DETACH_SQL, [id, creatorId])
+      if (rows[0] !== undefined) return { outcome: 'done', previousKey: rows[0].previousKey }
+      return await whyNot(id, creatorId)
+    },
+
+    /**
+     * Deletes product `id` (only when `creatorId` made it, if given): `deleted` says whether
+     * it did, `imageKey` is the file to remove.
+     */
+    async deleteProduct (id: number, creatorId?: number): Promise<{ deleted: boolean, imageKey: string | null }> {
+      const rows = creatorId === undefined
+        ? await query<{ imageKey: string | null }>(pool, 'product-delete', 'DELETE FROM products WHERE id = $1 RETURNING image_key AS "imageKey"', [id])
+        : await query<{ imageKey: string | null }>(pool, 'product-delete-owned', 'DELETE FROM products WHERE id = $1 AND creator_id = $2 RETURNING image_key AS "imageKey"', [id, creatorId])
+      return { deleted: rows.length === 1, imageKey: rows[0]?.imageKey ?? null }
+    },
+
+    /**
+     * Deletes user `userId` and their products in one transaction: `deleted` says whether
+     * there was such a user, `imageKeys` are the files to remove.
+     */
+    async deleteUser (userId: number): Promise<{ deleted: boolean, imageKeys: string[] }> {
+      let client: pg.PoolClient
+      try {
+        client = await pool.connect()
+      } catch (error) {
+        throw new Error(`Connecting to delete user ${userId} failed: ${(error as Error).message}`, { cause: error })
+      }
+      let failed = false
+      try {
+        await query(client, 'begin', 'BEGIN', [])
+        const locked = await query(client, 'user-lock', 'SELECT id FROM users WHERE id = $1 FOR UPDATE', [userId])
+        if (locked.length === 0) {
+          await query(client, 'rollback', 'ROLLBACK', [])
+          return { deleted: false, imageKeys: [] }
+        }
+        const products = await query<{ imageKey: string | null }>(client, 'user-products-delete', 'DELETE FROM products WHERE creator_id = $1 RETURNING image_key AS "imageKey"', [userId])
+        await query(client, 'user-delete', 'DELETE FROM users WHERE id = $1', [userId])
+        await query(client, 'commit', 'COMMIT', [])
+        return { deleted: true, imageKeys: products.flatMap((row) => row.imageKey === null ? [] : [row.imageKey]) }
+      } catch (error) {
+        failed = true
+        await client.query('ROLLBACK').catch(() => {})
+        throw error
+      } finally {
+        // A connection whose transaction failed is dropped rather than reused.
+        client.release(failed)
+      }
+    }
+  }
+}
+
+export type ProductImagesRepository = ReturnType<typeof productImagesRepository>

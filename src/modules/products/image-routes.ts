@@ -1,0 +1,83 @@
+/**
+ * /api/product/:id/image: upload (creator only, multipart), download (public, cached by
+ * validators, byte ranges), removal (creator only). The logic is in images.ts.
+ *
+ * @fastify/multipart is registered in this plugin only: everywhere else a multipart body
+ * stays a 415, as the JSON API promises (test/abuse/body-limits.test.ts).
+ */
+import fastifyMultipart from '@fastify/multipart'
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { bearerAuth, problems } from '../../lib/responses.js'
+import { IdParams, NoContent } from '../../lib/schemas.js'
+import { MULTIPART_OVERHEAD, uploadLimits } from './images.js'
+import { ImageContent, ImageUploadBody, Product } from './schemas.js'
+
+/** The name of the image route, for `app.getRouteURL` (routing plugin): the product JSON's `imageUrl`. */
+export const PRODUCT_IMAGE_ROUTE = 'product-image'
+
+export interface ProductImageRoutesOptions {
+  /** IMAGE_MAX_BYTES. */
+  maxBytes: number
+}
+
+export const productImageRoutes: FastifyPluginAsyncTypebox<ProductImageRoutesOptions> = async (app, options) => {
+  const { maxBytes } = options
+  const { products, productImages } = app
+  await app.register(fastifyMultipart, { limits: uploadLimits(maxBytes) })
+
+  app.post('/:id/image', {
+    onRequest: app.authenticate,
+    // The file plus the form's own bytes; the file alone is held to maxBytes by multipart.
+    bodyLimit: maxBytes + MULTIPART_OVERHEAD,
+    schema: {
+      tags: ['products'],
+      summary: 'Upload (or replace) the image of a product you created',
+      description: `One file in a multipart/form-data body, PNG, JPEG or WebP as its bytes say (not its name or Content-Type), at most IMAGE_MAX_BYTES (${maxBytes} here). 201 when the product had no image, 200 when it replaced one; the body is the product.`,
+      security: bearerAuth,
+      consumes: ['multipart/form-data'],
+      params: IdParams,
+      body: ImageUploadBody,
+      response: { 200: Product, 201: Product, ...problems(400, 401, 403, 404, 413, 415) }
+    }
+  }, async (request, reply) => {
+    const { id } = request.params
+    const { replaced } = await productImages.upload(request, id, request.currentUser!.id)
+    // 404 when deleted right after the upload: its image went with it.
+    const product = await products.get(id)
+    const imageUrl = app.getRouteURL(PRODUCT_IMAGE_ROUTE, { id })
+    if (!replaced) reply.code(201).location(imageUrl)
+    return await reply.send({ ...product, imageUrl: product.imageKey === null ? null : imageUrl })
+  })
+
+  app.get('/:id/image', {
+    config: { name: PRODUCT_IMAGE_ROUTE },
+    schema: {
+      tags: ['products'],
+      summary: 'Download the image of a product',
+      description: 'Public. Strong ETag and Last-Modified (If-None-Match / If-Modified-Since: 304); one byte range (Range, If-Range): 206 with Content-Range, 416 past the end; several ranges get the whole image. `X-Content-Type-Options: nosniff`, `Content-Disposition: inline`.',
+      params: IdParams,
+      response: {
+        200: { description: 'the image', content: ImageContent },
+        206: { description: 'the requested byte range of the image', content: ImageContent },
+        304: { type: 'null', description: 'not modified: the copy the client has is current' },
+        ...problems(400, 404, 416)
+      }
+    }
+  }, async (request, reply) => {
+    return await productImages.send(request, reply, await products.get(request.params.id))
+  })
+
+  app.delete('/:id/image', {
+    onRequest: app.authenticate,
+    schema: {
+      tags: ['products'],
+      summary: 'Remove the image of a product you created',
+      security: bearerAuth,
+      params: IdParams,
+      response: { 204: NoContent('removed'), ...problems(400, 401, 403, 404) }
+    }
+  }, async (request, reply) => {
+    await productImages.remove(request.params.id, request.currentUser!.id)
+    return await reply.code(204).send(null)
+  })
+}

@@ -1,0 +1,251 @@
+/**
+ * Product images (docs/api.md, "Product images"): the upload, streamed from the multipart
+ * body through a type check and a hash into storage; the download, with validators, 304
+ * and byte ranges; the removal; and the clean-up of files whose row is gone.
+ *
+ * Files are never left without a row: an upload is written under a fresh key and the row
+ * is pointed at it afterwards (image-repository.ts); whatever key a statement replaced or
+ * deleted is removed from storage once the statement has committed. A removal that fails
+ * (storage down) is logged with its key and does not fail the request: the row already
+ * says there is no image.
+ */
+import { randomBytes } from 'node:crypto'
+import { pipeline, type Readable } from 'node:stream'
+import createError from '@fastify/error'
+import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import fp from 'fastify-plugin'
+import { sqlPool } from '../../db/client.js'
+import { Forbidden, NotFound } from '../../lib/problem.js'
+import type { BlobStorage, ByteRange } from '../../storage/blob-storage.js'
+import { productImagesRepository, type ImageChange, type ImageMeta, type ProductImagesRepository } from './image-repository.js'
+import { IMAGE_TYPES, ImageInspector, type ImageType } from './image-type.js'
+
+export const NotMultipart = createError('UNSUPPORTED_MEDIA_TYPE', 'Send the image as multipart/form-data (one file part)', 415)
+export const ImageMissing = createError('IMAGE_MISSING', 'The form has no file part: send the image as one file', 400)
+export const TooManyFiles = createError('TOO_MANY_FILES', 'Send exactly one file', 400)
+export const TooManyParts = createError('TOO_MANY_PARTS', 'The form has too many parts: send one file', 400)
+export const ImageTooLarge = createError<[number]>('PAYLOAD_TOO_LARGE', 'Images are limited to %d bytes', 413)
+export const RangeNotSatisfiable = createError<[number]>('RANGE_NOT_SATISFIABLE', 'The Range header selects nothing of the %d bytes', 416)
+
+/** The image columns of a product row. */
+export interface ProductImageRow {
+  id: number
+  imageKey: string | null
+  imageType: string | null
+  imageSize: number | null
+  imageSha256: string | null
+  imageUpdatedAt: Date | null
+}
+
+/** What @fastify/multipart hands out for a part, as far as the upload reads it. */
+interface Part {
+  type: 'file' | 'field'
+  file?: Readable & { truncated?: boolean }
+}
+
+export interface ProductImagesOptions {
+  storage: BlobStorage
+  repository: ProductImagesRepository
+  /** IMAGE_MAX_BYTES. */
+  maxBytes: number
+  log: FastifyBaseLogger
+}
+
+/** Multipart limits of the upload route: one file of at most `maxBytes`, a few small fields. */
+export function uploadLimits (maxBytes: number) {
+  return { fileSize: maxBytes, files: 1, fields: 10, fieldSize: 1024, parts: 12, headerPairs: 20 }
+}
+
+/** Bytes a multipart body may have besides the file (boundaries, part headers, small fields). */
+export const MULTIPART_OVERHEAD = 64 * 1024
+
+/** @fastify/multipart's limit errors as ours. */
+function uploadError (error: unknown, maxBytes: number): unknown {
+  switch ((error as { code?: string } | null)?.code) {
+    case 'FST_REQ_FILE_TOO_LARGE': return new ImageTooLarge(maxBytes)
+    case 'FST_FILES_LIMIT': return new TooManyFiles()
+    case 'FST_PARTS_LIMIT': case 'FST_FIELDS_LIMIT': return new TooManyParts()
+    default: return error
+  }
+}
+
+/** RFC 9110 13.1.5: a Range applies only while If-Range (when sent) still names this version. */
+function ifRangeHolds (header: string | string[] | undefined, etag: string, lastModified: string): boolean {
+  if (header === undefined) return true
+  if (Array.isArray(header)) return false
+  const value = header.trim()
+  if (value.startsWith('"') || value.startsWith('W/')) return value === etag
+  return value === lastModified
+}
+
+export function productImages (options: ProductImagesOptions) {
+  const { storage, repository, maxBytes, log } = options
+
+  /** Removes files whose rows are gone; failures are logged, never thrown. */
+  async function discard (...keys: (string | null | undefined)[]): Promise<void> {
+    for (const key of keys) {
+      if (key === null || key === undefined) continue
+      try {
+        await storage.remove(key)
+      } catch (error) {
+        log.error({ err: error, key }, 'product image: cannot remove a file whose row is gone (remove it by hand)')
+      }
+    }
+  }
+
+  /** Streams one file part to storage under a new key: type checked, hashed, size-limited. */
+  async function store (productId: number, file: Readable & { truncated?: boolean }): Promise<ImageMeta> {
+    const key = `products/${productId}/${randomBytes(16).toString('hex')}`
+    const inspector = new ImageInspector()
+    // busboy cuts a file at `fileSize` and says so with 'limit': fail before the rename.
+    file.once('limit', () => { inspector.destroy(new ImageTooLarge(maxBytes)) })
+    const body = pipeline(file, inspector, () => {})
+    const { size } = await storage.put(key, body)
+    if (file.truncated === true) {
+      await discard(key)
+      throw new ImageTooLarge(maxBytes)
+    }
+    return { key, type: inspector.type as ImageType, size, sha256: inspector.digest() }
+  }
+
+  function refuse (change: ImageChange, id: number): Error {
+    if (change.outcome === 'missing') return new NotFound(`Product ${id} does not exist`)
+    if (change.outcome === 'forbidden') return new Forbidden('Only the creator of a product can change its image')
+    return new NotFound(`Product ${id} has no image`)
+  }
+
+  return {
+    discard,
+
+    /**
+     * Reads the one file of a multipart request into storage and makes it product `id`'s
+     * image; `replaced` says whether there was one before. The owner is checked before a
+     * byte of the body is read, and again (under the row lock) when the row is updated.
+     */
+    async upload (request: FastifyRequest, id: number, userId: number): Promise<{ replaced: boolean }> {
+      if (!request.isMultipart()) throw new NotMultipart()
+      const owner = await repository.ownerOf(id)
+      if (owner === undefined) throw new NotFound(`Product ${id} does not exist`)
+      if (owner !== userId) throw new Forbidden('Only the creator of a product can change its image')
+
+      let stored: ImageMeta | undefined
+      try {
+        // request.parts() as wrapped by the context plugin: the whole body is bounded by the
+        // route's bodyLimit and a malformed body is a 400 (src/plugins/context/request/multipart.ts).
+        for await (const part of request.parts() as AsyncIterable<Part>) {
+          if (part.type !== 'file' || part.file === undefined) continue
+          if (stored !== undefined) throw new TooManyFiles()
+          stored = await store(id, part.file)
+        }
+      } catch (error) {
+        await discard(stored?.key)
+        throw uploadError(error, maxBytes)
+      }
+      if (stored === undefined) throw new ImageMissing()
+
+      const change = await repository.attach(id, userId, stored).catch(async (error: unknown) => {
+        await discard(stored.key)
+        throw error
+      })
+      if (change.outcome !== 'done') {
+        await discard(stored.key)
+        throw refuse(change, id)
+      }
+      await discard(change.previousKey)
+      return { replaced: change.previousKey !== null }
+    },
+
+    /**
+     * Answers GET (and HEAD) of a product's image: strong ETag (the SHA-256) and
+     * Last-Modified, 304 when the client's copy is fresh, one byte range as 206 (several
+     * ranges, a malformed header or a stale If-Range: the whole image, as RFC 9110 allows),
+     * 416 for a range past the end.
+     */
+    async send (request: FastifyRequest, reply: FastifyReply, product: ProductImageRow): Promise<FastifyReply> {
+      const { imageKey: key, imageType: type, imageSize: size, imageSha256: sha256, imageUpdatedAt: updatedAt } = product
+      if (key === null || type === null || size === null || sha256 === null || updatedAt === null) {
+        throw new NotFound(`Product ${product.id} has no image`)
+      }
+      const etag = `"${sha256}"`
+      const lastModified = updatedAt.toUTCString()
+      // Revalidated on every use: the image may change under the same URL.
+      reply.header('etag', etag).header('last-modified', lastModified).header('cache-control', 'public, no-cache')
+      if (request.fresh()) return await reply.code(304).send()
+
+      let range: ByteRange | undefined
+      if (request.headers.range !== undefined && ifRangeHolds(request.headers['if-range'], etag, lastModified)) {
+        try {
+          const parsed = request.range(size)
+          if (parsed.type === 'bytes' && parsed.ranges.length === 1) range = parsed.ranges[0]
+        } catch (error) {
+          if ((error as { statusCode?: number }).statusCode === 416) {
+            reply.header('content-range', `bytes */${size}`)
+            throw new RangeNotSatisfiable(size)
+          }
+          // A malformed Range header is ignored (RFC 9110 14.2): the whole image.
+        }
+      }
+
+      const body = await storage.stream(key, range)
+      if (body === undefined) {
+        log.error({ key, productId: product.id }, 'product image: the row names a file that storage does not have')
+        throw new NotFound(`Product ${product.id} has no image`)
+      }
+      reply
+        .type(type)
+        .header('accept-ranges', 'bytes')
+        .header('content-disposition', `inline; filename="product-${product.id}.${IMAGE_TYPES[type as ImageType] ?? 'bin'}"`)
+        .header('x-content-type-options', 'nosniff')
+      if (range === undefined) {
+        reply.header('content-length', size)
+      } else {
+        reply.code(206).header('content-range', `bytes ${range.start}-${range.end}/${size}`).header('content-length', range.end - range.start + 1)
+      }
+      return await reply.send(body)
+    },
+
+    /** Removes product `id`'s image (its creator only). */
+    async remove (id: number, userId: number): Promise<void> {
+      const change = await repository.detach(id, userId)
+      if (change.outcome !== 'done') throw refuse(change, id)
+      await discard(change.previousKey)
+    },
+
+    /** Deletes product `id` (of `creatorId`, when given) and its image file; false when no row was deleted. */
+    async deleteProduct (id: number, creatorId?: number): Promise<boolean> {
+      const { deleted, imageKey } = await repository.deleteProduct(id, creatorId)
+      await discard(imageKey)
+      return deleted
+    },
+
+    /** Deletes user `userId`, their products and their products' image files; false when there was no such user. */
+    async deleteUser (userId: number): Promise<boolean> {
+      const { deleted, imageKeys } = await repository.deleteUser(userId)
+      await discard(...imageKeys)
+      return deleted
+    }
+  }
+}
+
+export type ProductImages = ReturnType<typeof productImages>
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** Product images: upload, download, removal, and deletions that take images with them. */
+    productImages: ProductImages
+  }
+}
+
+export interface ProductImagesPluginOptions {
+  /** IMAGE_MAX_BYTES. */
+  maxBytes: number
+}
+
+export default fp(async function productImagesPlugin (app: FastifyInstance, options: ProductImagesPluginOptions) {
+  app.decorate('productImages', productImages({
+    storage: app.storage,
+    repository: productImagesRepository(sqlPool(app.prisma)),
+    maxBytes: options.maxBytes,
+    log: app.log
+  }))
+}, { name: 'product-images', fastify: '5.x', dependencies: ['prisma', 'storage'] })

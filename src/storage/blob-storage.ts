@@ -1,0 +1,106 @@
+/**
+ * Where uploaded files live: a small interface (put / stream / remove) with one
+ * implementation, a folder on disk (`FileBlobStorage`). An object store (S3, GCS...) can
+ * implement the same three methods; nothing outside this folder touches the files.
+ *
+ * Keys are chosen by the service, never by a client (`products/17/<random>.png`): plain
+ * segments of `[A-Za-z0-9._-]`, no `..`, checked here all the same.
+ */
+import { randomBytes } from 'node:crypto'
+import { createReadStream, createWriteStream } from 'node:fs'
+import { mkdir, open, rename, rm } from 'node:fs/promises'
+import path from 'node:path'
+import type { Readable, Writable } from 'node:stream'
+import { pipeline } from 'node:stream/promises'
+
+/** An inclusive byte range, as in HTTP's `Range: bytes=start-end`. */
+export interface ByteRange {
+  start: number
+  end: number
+}
+
+export interface BlobStorage {
+  /**
+   * Streams `body` to `key` (replacing what is there) and resolves with the bytes written.
+   * The bytes become visible under `key` only once complete: when `body` fails or is
+   * aborted, the promise rejects with its error and nothing is left behind.
+   */
+  put: (key: string, body: Readable) => Promise<{ size: number }>
+  /** The bytes under `key` (only `range`, when given), or undefined when there is no such key. */
+  stream: (key: string, range?: ByteRange) => Promise<Readable | undefined>
+  /** Removes `key`; no error when it is absent. */
+  remove: (key: string) => Promise<void>
+}
+
+const SEGMENT = /^[A-Za-z0-9_-][A-Za-z0-9._-]*$/
+
+export class InvalidStorageKeyError extends Error {
+  override name = 'InvalidStorageKeyError'
+}
+
+/** Refuses keys the service never makes: empty, absolute, `..`, or odd characters. */
+export function checkKey (key: string): string[] {
+  const segments = typeof key === 'string' ? key.split('/') : []
+  if (segments.length === 0 || !segments.every((segment) => SEGMENT.test(segment) && segment !== '..' && segment !== '.')) {
+    throw new InvalidStorageKeyError(`Invalid storage key ${JSON.stringify(key)}`)
+  }
+  return segments
+}
+
+/**
+ * Files under one folder. `put` writes to `<root>/.incoming/<random>` and renames the
+ * finished file onto the key (atomic within one file system), so a reader never sees half
+ * a file and an aborted upload leaves nothing under its key; the temp file is removed on
+ * any error. Keys map to paths under `root`.
+ */
+export class FileBlobStorage implements BlobStorage {
+  readonly root: string
+  readonly #incoming: string
+
+  constructor (root: string) {
+    if (typeof root !== 'string' || root === '') throw new TypeError('FileBlobStorage needs a root folder')
+    this.root = path.resolve(root)
+    this.#incoming = path.join(this.root, '.incoming')
+  }
+
+  /** Creates the root (and its temp folder); call once at start, so a wrong path fails early. */
+  async init (): Promise<void> {
+    await mkdir(this.#incoming, { recursive: true })
+  }
+
+  #path (key: string): string {
+    return path.join(this.root, ...checkKey(key))
+  }
+
+  async put (key: string, body: Readable): Promise<{ size: number }> {
+    const target = this.#path(key)
+    const temp = path.join(this.#incoming, `${randomBytes(12).toString('hex')}.part`)
+    let size = 0
+    body.on('data', (chunk: Buffer) => { size += chunk.length })
+    try {
+      await mkdir(path.dirname(target), { recursive: true })
+      await pipeline(body, createWriteStream(temp, { flags: 'wx', mode: 0o640 }) as Writable)
+      await rename(temp, target)
+    } catch (error) {
+      await rm(temp, { force: true })
+      throw error
+    }
+    return { size }
+  }
+
+  async stream (key: string, range?: ByteRange): Promise<Readable | undefined> {
+    let handle
+    try {
+      // Opened first, so a missing file is `undefined` here rather than a stream error later.
+      handle = await open(this.#path(key), 'r')
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined
+      throw error
+    }
+    return createReadStream('', { fd: handle, ...(range === undefined ? {} : { start: range.start, end: range.end }) })
+  }
+
+  async remove (key: string): Promise<void> {
+    await rm(this.#path(key), { force: true })
+  }
+}
