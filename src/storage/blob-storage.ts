@@ -7,7 +7,7 @@
  * segments of `[A-Za-z0-9._-]`, no `..`, checked here all the same.
  */
 import { randomBytes } from 'node:crypto'
-import { createReadStream, createWriteStream } from 'node:fs'
+import { createWriteStream } from 'node:fs'
 import { mkdir, open, rename, rm } from 'node:fs/promises'
 import path from 'node:path'
 import type { Readable, Writable } from 'node:stream'
@@ -75,17 +75,16 @@ export class FileBlobStorage implements BlobStorage {
   async put (key: string, body: Readable): Promise<{ size: number }> {
     const target = this.#path(key)
     const temp = path.join(this.#incoming, `${randomBytes(12).toString('hex')}.part`)
-    let size = 0
-    body.on('data', (chunk: Buffer) => { size += chunk.length })
+    const file = createWriteStream(temp, { flags: 'wx', mode: 0o640 })
     try {
+      await pipeline(body, file as Writable)
       await mkdir(path.dirname(target), { recursive: true })
-      await pipeline(body, createWriteStream(temp, { flags: 'wx', mode: 0o640 }) as Writable)
       await rename(temp, target)
     } catch (error) {
       await rm(temp, { force: true })
       throw error
     }
-    return { size }
+    return { size: file.bytesWritten }
   }
 
   async stream (key: string, range?: ByteRange): Promise<Readable | undefined> {
@@ -97,7 +96,8 @@ export class FileBlobStorage implements BlobStorage {
       if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined
       throw error
     }
-    return createReadStream('', { fd: handle, ...(range === undefined ? {} : { start: range.start, end: range.end }) })
+    // Closes the file when it ends or is destroyed (a client that goes away).
+    return handle.createReadStream(range === undefined ? {} : { start: range.start, end: range.end })
   }
 
   async remove (key: string): Promise<void> {

@@ -16,6 +16,7 @@ import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest }
 import fp from 'fastify-plugin'
 import { sqlPool } from '../../db/client.js'
 import { Forbidden, NotFound } from '../../lib/problem.js'
+import { MalformedMultipartError } from '../../plugins/context/index.js'
 import type { BlobStorage, ByteRange } from '../../storage/blob-storage.js'
 import { productImagesRepository, type ImageChange, type ImageMeta, type ProductImagesRepository } from './image-repository.js'
 import { IMAGE_TYPES, ImageInspector, type ImageType } from './image-type.js'
@@ -99,8 +100,21 @@ export function productImages (options: ProductImagesOptions) {
     const inspector = new ImageInspector()
     // busboy cuts a file at `fileSize` and says so with 'limit': fail before the rename.
     file.once('limit', () => { inspector.destroy(new ImageTooLarge(maxBytes)) })
+    // The part's own failure (busboy: a body cut short, a part never terminated) is the
+    // client's: a 400, where a storage failure stays a 500.
+    // (It may have failed before this function saw it: `errored` keeps the error.)
+    let partError: Error | null = file.errored
+    file.once('error', (error: Error) => { partError = error })
     const body = pipeline(file, inspector, () => {})
-    const { size } = await storage.put(key, body)
+    let size: number
+    try {
+      ({ size } = await storage.put(key, body))
+    } catch (error) {
+      const status = (error as { statusCode?: number }).statusCode
+      const failure = partError ?? file.errored
+      if (failure !== null && (status === undefined || status >= 500)) throw new MalformedMultipartError(failure.message)
+      throw error
+    }
     if (file.truncated === true) {
       await discard(key)
       throw new ImageTooLarge(maxBytes)

@@ -1,0 +1,357 @@
+/**
+ * Product images through real HTTP (a listening server, fetch with FormData, raw sockets
+ * for cut-off uploads): upload, download with validators and ranges, removal, and no
+ * file ever left behind without its row (docs/api.md, "Product images").
+ */
+import { readdir } from 'node:fs/promises'
+import http from 'node:http'
+import net from 'node:net'
+import path from 'node:path'
+import t, { type Test } from 'tap'
+import { assertProblem } from './helpers/assertions.js'
+import { build, registerAndLogin, TEST_ENV, type Session, type TestApp } from './helpers/build.js'
+import { sqlClient } from './helpers/database.js'
+
+const MAX = 4096
+const ADMIN_KEY = TEST_ENV.ADMIN_API_KEYS!.split(',')[0]!
+
+// Real image headers (the type is judged by them), padded to a size that ranges can cut.
+const PNG = Buffer.concat([Buffer.from('iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==', 'base64'), Buffer.alloc(1000, 7)])
+const JPEG = Buffer.concat([Buffer.from([0xff, 0xd8, 0xff, 0xe0, 0x00, 0x10, 0x4a, 0x46, 0x49, 0x46, 0x00, 0x01]), Buffer.alloc(500, 3), Buffer.from([0xff, 0xd9])])
+const WEBP = Buffer.from('UklGRiQAAABXRUJQVlA4IBgAAAAwAQCdASoBAAEAAwA0JaQAA3AA/vuUAAA=', 'base64')
+
+interface Part { name?: string, filename?: string, type?: string, data: Buffer | string }
+
+/** The files under the upload folder (temp files of unfinished uploads included). */
+async function filesIn (folder: string): Promise<string[]> {
+  const entries = await readdir(folder, { recursive: true, withFileTypes: true })
+  return entries.filter((e) => e.isFile()).map((e) => path.relative(folder, path.join(e.parentPath, e.name)))
+}
+
+/** The stored files of product `id`, and every temp file of an unfinished upload. */
+async function leftOf (id: number): Promise<string[]> {
+  return (await filesIn(ctx.uploads)).filter((file) => file.startsWith(`products/${id}/`) || file.startsWith('.incoming/'))
+}
+
+/** Waits (bounded) until `check` holds; returns its last value. */
+async function eventually<T> (read: () => Promise<T>, check: (value: T) => boolean, ms = 5000): Promise<T> {
+  const until = Date.now() + ms
+  let value = await read()
+  while (!check(value) && Date.now() < until) {
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    value = await read()
+  }
+  return value
+}
+
+/**
+ * GET with exactly these headers. fetch() is no use for conditional requests: with
+ * If-None-Match or If-Modified-Since it adds `Cache-Control: no-cache` (the Fetch
+ * standard), and a no-cache request is never answered 304 (the `fresh` rule, as Express).
+ */
+async function get (url: string, headers: Record<string, string>): Promise<{ status: number, headers: http.IncomingHttpHeaders, body: Buffer }> {
+  return await new Promise((resolve, reject) => {
+    http.get(url, { headers }, (res) => {
+      const chunks: Buffer[] = []
+      res.on('data', (chunk: Buffer) => chunks.push(chunk))
+      res.on('end', () => { resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks) }) })
+    }).on('error', reject)
+  })
+}
+
+/** A raw multipart body (fetch's FormData cannot send a field without a file name, or odd headers). */
+function multipart (parts: Part[], boundary = '----imgtest7MA4YWxk'): { body: Buffer, type: string } {
+  const chunks: Buffer[] = []
+  for (const part of parts) {
+    let head = `--${boundary}\r\nContent-Disposition: form-data; name="${part.name ?? 'image'}"`
+    if (part.filename !== undefined) head += `; filename="${part.filename}"`
+    head += '\r\n'
+    if (part.type !== undefined) head += `Content-Type: ${part.type}\r\n`
+    chunks.push(Buffer.from(head + '\r\n'), Buffer.from(part.data), Buffer.from('\r\n'))
+  }
+  chunks.push(Buffer.from(`--${boundary}--\r\n`))
+  return { body: Buffer.concat(chunks), type: `multipart/form-data; boundary=${boundary}` }
+}
+
+interface Ctx { app: TestApp, base: string, uploads: string, me: Session, other: Session }
+
+async function setup (t: { teardown: (fn: () => unknown) => void }): Promise<Ctx> {
+  const app = await build(t, { env: { IMAGE_MAX_BYTES: String(MAX) } })
+  const base = await app.listen({ host: '127.0.0.1', port: 0 })
+  const me = await registerAndLogin(app)
+  const other = await registerAndLogin(app)
+  return { app, base, uploads: app.config.UPLOAD_DIR, me, other }
+}
+
+// One app for the whole file: building one (its own database) costs seconds on a busy machine.
+const ctx = await setup(t)
+
+async function newProduct (app: TestApp, session: Session): Promise<number> {
+  const res = await app.inject({ method: 'POST', url: '/api/product', headers: session.auth, payload: { title: 'with a picture', amount: 100 } })
+  return res.json().id as number
+}
+
+async function upload (ctx: Ctx, id: number, parts: Part[], headers: Record<string, string> = ctx.me.auth): Promise<Response> {
+  const { body, type } = multipart(parts)
+  return await fetch(`${ctx.base}/api/product/${id}/image`, { method: 'POST', headers: { ...headers, 'content-type': type }, body })
+}
+
+/** assertProblem for a fetch Response. */
+async function problem (t: Test, res: Response, status: number, code: string): Promise<Record<string, any>> {
+  const body = await res.text()
+  return assertProblem(t, { statusCode: res.status, headers: Object.fromEntries(res.headers), body, json: () => JSON.parse(body) } as never, status, code)
+}
+
+t.test('upload PNG, JPEG and WebP; download them as stored', async (t) => {
+  const ids: number[] = []
+  for (const [data, type, ext] of [[PNG, 'image/png', 'png'], [JPEG, 'image/jpeg', 'jpg'], [WEBP, 'image/webp', 'webp']] as const) {
+    const id = await newProduct(ctx.app, ctx.me)
+    ids.push(id)
+    // A FormData body from fetch itself, with a name and a Content-Type that say nothing true.
+    const form = new FormData()
+    form.append('file', new Blob([data], { type: 'application/octet-stream' }), 'upload.bin')
+    const res = await fetch(`${ctx.base}/api/product/${id}/image`, { method: 'POST', headers: ctx.me.auth, body: form })
+    t.equal(res.status, 201, `${type}: 201 for a first image`)
+    t.equal(res.headers.get('location'), `/api/product/${id}/image`)
+    const product = await res.json() as Record<string, unknown>
+    t.equal(product.imageUrl, `/api/product/${id}/image`, 'the product carries its image URL')
+    t.notOk('imageKey' in product || 'imageSha256' in product, 'storage details stay inside')
+
+    const image = await fetch(`${ctx.base}/api/product/${id}/image`)
+    t.equal(image.status, 200)
+    t.equal(image.headers.get('content-type'), type, 'Content-Type from the bytes')
+    t.equal(image.headers.get('x-content-type-options'), 'nosniff')
+    t.equal(image.headers.get('content-disposition'), `inline; filename="product-${id}.${ext}"`)
+    t.equal(image.headers.get('accept-ranges'), 'bytes')
+    t.equal(image.headers.get('content-length'), String(data.length))
+    t.match(image.headers.get('etag'), /^"[A-Za-z0-9_-]{43}"$/, 'a strong ETag (the SHA-256)')
+    t.ok(image.headers.get('last-modified'), 'Last-Modified')
+    t.same(Buffer.from(await image.arrayBuffer()), data, 'the same bytes')
+    const json = await (await fetch(`${ctx.base}/api/product/${id}`)).json() as Record<string, unknown>
+    t.equal(json.imageUrl, `/api/product/${id}/image`, 'GET /api/product/:id shows it too')
+  }
+  t.same(await Promise.all(ids.map(async (id) => (await leftOf(id)).length)), [1, 1, 1], 'one file each')
+  const head = await fetch(`${ctx.base}/api/product/${await newProduct(ctx.app, ctx.me)}`)
+  t.equal(((await head.json()) as Record<string, unknown>).imageUrl, null, 'null without an image')
+})
+
+t.test('replacing an image: 200, and the old file is gone', async (t) => {
+  const id = await newProduct(ctx.app, ctx.me)
+  t.equal((await upload(ctx, id, [{ filename: 'a.png', type: 'image/png', data: PNG }])).status, 201)
+  const first = await leftOf(id)
+  const res = await upload(ctx, id, [{ filename: 'b.webp', type: 'image/webp', data: WEBP }])
+  t.equal(res.status, 200, 'replaced')
+  const now = await leftOf(id)
+  t.equal(now.length, 1, 'one file')
+  t.not(now[0], first[0], 'a new one')
+  t.equal((await fetch(`${ctx.base}/api/product/${id}/image`)).headers.get('content-type'), 'image/webp')
+})
+
+t.test('refused uploads leave no file and change nothing', async (t) => {
+  const id = await newProduct(ctx.app, ctx.me)
+  const cases: Array<[string, () => Promise<Response>, number, string]> = [
+    ['text named .png and sent as image/png', async () => await upload(ctx, id, [{ filename: 'cat.png', type: 'image/png', data: 'just some text, not an image at all' }]), 415, 'UNSUPPORTED_IMAGE_TYPE'],
+    ['a GIF', async () => await upload(ctx, id, [{ filename: 'a.gif', type: 'image/gif', data: Buffer.from('GIF89a\x01\x00\x01\x00\x00\x00\x00;', 'latin1') }]), 415, 'UNSUPPORTED_IMAGE_TYPE'],
+    ['HTML named .jpg', async () => await upload(ctx, id, [{ filename: 'x.jpg', type: 'image/jpeg', data: '<html><script>alert(1)</script></html>' }]), 415, 'UNSUPPORTED_IMAGE_TYPE'],
+    ['an empty file', async () => await upload(ctx, id, [{ filename: 'e.png', type: 'image/png', data: '' }]), 415, 'UNSUPPORTED_IMAGE_TYPE'],
+    ['RIFF but not WebP', async () => await upload(ctx, id, [{ filename: 'a.webp', data: Buffer.from('RIFF\x24\x00\x00\x00WAVEfmt ', 'latin1') }]), 415, 'UNSUPPORTED_IMAGE_TYPE'],
+    ['a file past IMAGE_MAX_BYTES', async () => await upload(ctx, id, [{ filename: 'big.png', data: Buffer.concat([PNG, Buffer.alloc(MAX)]) }]), 413, 'PAYLOAD_TOO_LARGE'],
+    ['a body past the route limit (refused by Content-Length)', async () => await upload(ctx, id, [{ filename: 'huge.png', data: Buffer.concat([PNG, Buffer.alloc(200_000)]) }]), 413, 'PAYLOAD_TOO_LARGE'],
+    ['two files', async () => await upload(ctx, id, [{ filename: 'a.png', data: PNG }, { name: 'second', filename: 'b.png', data: PNG }]), 400, 'TOO_MANY_FILES'],
+    ['no file, a field only', async () => await upload(ctx, id, [{ name: 'image', data: 'not a file' }]), 400, 'IMAGE_MISSING'],
+    ['an empty form', async () => await upload(ctx, id, []), 400, 'IMAGE_MISSING'],
+    ['JSON instead of multipart', async () => await fetch(`${ctx.base}/api/product/${id}/image`, { method: 'POST', headers: { ...ctx.me.auth, 'content-type': 'application/json' }, body: '{"image":"x"}' }), 415, 'UNSUPPORTED_MEDIA_TYPE'],
+    ['no body at all', async () => await fetch(`${ctx.base}/api/product/${id}/image`, { method: 'POST', headers: ctx.me.auth }), 415, 'UNSUPPORTED_MEDIA_TYPE'],
+    ['a truncated multipart body', async () => await fetch(`${ctx.base}/api/product/${id}/image`, { method: 'POST', headers: { ...ctx.me.auth, 'content-type': 'multipart/form-data; boundary=xyz' }, body: `--xyz\r\nContent-Disposition: form-data; name="image"; filename="a.png"\r\n\r\n${PNG.toString('latin1')}` }), 400, 'BAD_REQUEST'],
+    ['not the creator', async () => await upload(ctx, id, [{ filename: 'a.png', data: PNG }], ctx.other.auth), 403, 'FORBIDDEN'],
+    ['no token', async () => await upload(ctx, id, [{ filename: 'a.png', data: PNG }], {}), 401, 'UNAUTHORIZED'],
+    ['a bad token', async () => await upload(ctx, id, [{ filename: 'a.png', data: PNG }], { authorization: 'Bearer x.y.z' }), 401, 'UNAUTHORIZED'],
+    ['no such product', async () => await upload(ctx, 999_999, [{ filename: 'a.png', data: PNG }]), 404, 'NOT_FOUND'],
+    ['an id that is no id', async () => await fetch(`${ctx.base}/api/product/abc/image`, { method: 'POST', headers: ctx.me.auth }), 400, 'VALIDATION_FAILED']
+  ]
+  for (const [what, send, status, code] of cases) {
+    await t.test(what, async (t) => {
+      const res = await send()
+      await problem(t, res, status, code)
+      if (status === 401) t.match(res.headers.get('www-authenticate'), /^Bearer/)
+      t.same(await eventually(async () => await leftOf(id), (files) => files.length === 0), [], 'no file left, temp files included')
+    })
+  }
+  const product = await (await fetch(`${ctx.base}/api/product/${id}`)).json() as Record<string, unknown>
+  t.equal(product.imageUrl, null, 'the product still has no image')
+  t.equal((await fetch(`${ctx.base}/api/product/${id}/image`)).status, 404)
+})
+
+t.test('a refused upload keeps the image there was', async (t) => {
+  const id = await newProduct(ctx.app, ctx.me)
+  await upload(ctx, id, [{ filename: 'a.png', data: PNG }])
+  const before = await leftOf(id)
+  t.equal((await upload(ctx, id, [{ filename: 'evil.png', data: 'text' }])).status, 415)
+  t.equal((await upload(ctx, id, [{ filename: 'big.png', data: Buffer.concat([PNG, Buffer.alloc(MAX)]) }])).status, 413)
+  t.same(await leftOf(id), before, 'the stored image, nothing else')
+  t.same(Buffer.from(await (await fetch(`${ctx.base}/api/product/${id}/image`)).arrayBuffer()), PNG)
+})
+
+t.test('an upload cut off by the client leaves no file', async (t) => {
+  const id = await newProduct(ctx.app, ctx.me)
+  const { body, type } = multipart([{ filename: 'a.png', data: Buffer.concat([PNG, Buffer.alloc(2000, 1)]) }])
+  const socket = net.connect(Number(new URL(ctx.base).port), '127.0.0.1')
+  await new Promise((resolve) => socket.once('connect', resolve))
+  socket.write(`POST /api/product/${id}/image HTTP/1.1\r\nHost: localhost\r\nAuthorization: ${ctx.me.auth.authorization}\r\nContent-Type: ${type}\r\nContent-Length: ${body.length}\r\n\r\n`)
+  socket.write(body.subarray(0, 1500))
+  // The first bytes have reached storage's temp folder: then the client goes away.
+  const during = await eventually(async () => await leftOf(id), (files) => files.length > 0)
+  t.match(during, [/^\.incoming\//], 'the upload was being written to a temp file')
+  socket.destroy()
+  t.same(await eventually(async () => await leftOf(id), (files) => files.length === 0), [], 'the partial file is removed')
+  t.equal(((await (await fetch(`${ctx.base}/api/product/${id}`)).json()) as Record<string, unknown>).imageUrl, null)
+})
+
+t.test('download: validators, 304, ranges, 416', async (t) => {
+  const id = await newProduct(ctx.app, ctx.me)
+  await upload(ctx, id, [{ filename: 'a.png', data: PNG }])
+  const url = `${ctx.base}/api/product/${id}/image`
+  const first = await fetch(url)
+  const etag = first.headers.get('etag')!
+  const lastModified = first.headers.get('last-modified')!
+  t.equal(first.headers.get('cache-control'), 'public, no-cache', 'revalidated on every use')
+
+  for (const [what, headers] of [
+    ['If-None-Match', { 'if-none-match': etag }],
+    ['If-None-Match in a list, weak form', { 'if-none-match': `"other", W/${etag}` }],
+    ['If-Modified-Since', { 'if-modified-since': lastModified }]
+  ] as const) {
+    const res = await get(url, headers)
+    t.equal(res.status, 304, `${what}: 304`)
+    t.equal(res.body.length, 0, 'no body')
+    t.equal(res.headers.etag, etag)
+  }
+  t.equal((await get(url, { 'if-none-match': '"something-else"' })).status, 200, 'another ETag: 200')
+  t.equal((await get(url, { 'if-none-match': etag, 'cache-control': 'no-cache' })).status, 200, 'Cache-Control: no-cache (a reload): the whole image')
+
+  const range = await fetch(url, { headers: { range: 'bytes=0-9' } })
+  t.equal(range.status, 206)
+  t.equal(range.headers.get('content-range'), `bytes 0-9/${PNG.length}`)
+  t.equal(range.headers.get('content-length'), '10')
+  t.equal(range.headers.get('content-type'), 'image/png')
+  t.same(Buffer.from(await range.arrayBuffer()), PNG.subarray(0, 10))
+
+  const suffix = await fetch(url, { headers: { range: 'bytes=-5' } })
+  t.equal(suffix.status, 206)
+  t.equal(suffix.headers.get('content-range'), `bytes ${PNG.length - 5}-${PNG.length - 1}/${PNG.length}`)
+  t.same(Buffer.from(await suffix.arrayBuffer()), PNG.subarray(PNG.length - 5))
+
+  const open = await fetch(url, { headers: { range: `bytes=${PNG.length - 3}-` } })
+  t.equal(open.status, 206)
+  t.same(Buffer.from(await open.arrayBuffer()), PNG.subarray(PNG.length - 3))
+
+  const beyond = await fetch(url, { headers: { range: `bytes=${PNG.length}-${PNG.length + 100}` } })
+  await problem(t, beyond, 416, 'RANGE_NOT_SATISFIABLE')
+  t.equal(beyond.headers.get('content-range'), `bytes */${PNG.length}`)
+
+  for (const [what, headers] of [
+    ['a malformed Range', { range: 'bytes=abc' }],
+    ['another unit', { range: 'items=0-1' }],
+    ['several ranges', { range: 'bytes=0-1,5-6' }],
+    ['If-Range with an old ETag', { range: 'bytes=0-9', 'if-range': '"old"' }],
+    ['If-Range with another date', { range: 'bytes=0-9', 'if-range': 'Tue, 01 Jan 2019 00:00:00 GMT' }]
+  ] as const) {
+    const res = await fetch(url, { headers })
+    t.equal(res.status, 200, `${what}: the whole image`)
+    t.equal(Buffer.from(await res.arrayBuffer()).length, PNG.length)
+  }
+  t.equal((await fetch(url, { headers: { range: 'bytes=0-9', 'if-range': etag } })).status, 206, 'If-Range with the current ETag: 206')
+  t.equal((await fetch(url, { headers: { range: 'bytes=0-9', 'if-range': lastModified } })).status, 206, 'If-Range with the current date: 206')
+
+  const head = await fetch(url, { method: 'HEAD' })
+  t.equal(head.status, 200, 'HEAD')
+  t.equal(head.headers.get('content-length'), String(PNG.length))
+
+  // A new image: a new ETag, and the old one no longer matches.
+  await upload(ctx, id, [{ filename: 'b.png', data: Buffer.concat([PNG, Buffer.from('more')]) }])
+  const changed = await get(url, { 'if-none-match': etag })
+  t.equal(changed.status, 200, 'a replaced image is not "not modified"')
+  t.not(changed.headers.etag, etag)
+
+  await problem(t, await fetch(`${ctx.base}/api/product/${await newProduct(ctx.app, ctx.me)}/image`), 404, 'NOT_FOUND')
+  await problem(t, await fetch(`${ctx.base}/api/product/999999/image`), 404, 'NOT_FOUND')
+  await problem(t, await fetch(`${ctx.base}/api/product/0/image`), 400, 'VALIDATION_FAILED')
+})
+
+t.test('DELETE /api/product/:id/image: the creator only', async (t) => {
+  const id = await newProduct(ctx.app, ctx.me)
+  await upload(ctx, id, [{ filename: 'a.png', data: PNG }])
+  const url = `${ctx.base}/api/product/${id}/image`
+  await problem(t, await fetch(url, { method: 'DELETE' }), 401, 'UNAUTHORIZED')
+  await problem(t, await fetch(url, { method: 'DELETE', headers: ctx.other.auth }), 403, 'FORBIDDEN')
+  t.equal((await leftOf(id)).length, 1, 'still there')
+  const res = await fetch(url, { method: 'DELETE', headers: ctx.me.auth })
+  t.equal(res.status, 204)
+  t.same(await leftOf(id), [], 'the file is gone')
+  await problem(t, await fetch(url), 404, 'NOT_FOUND')
+  t.equal(((await (await fetch(`${ctx.base}/api/product/${id}`)).json()) as Record<string, unknown>).imageUrl, null)
+  await problem(t, await fetch(url, { method: 'DELETE', headers: ctx.me.auth }), 404, 'NOT_FOUND')
+  await problem(t, await fetch(`${ctx.base}/api/product/999999/image`, { method: 'DELETE', headers: ctx.me.auth }), 404, 'NOT_FOUND')
+})
+
+t.test('no orphan files: deleting a product or its creator deletes its image', async (t) => {
+  const sql = await sqlClient(t, ctx.app.databaseUrl)
+  const withImage = async (session: Session) => {
+    const id = await newProduct(ctx.app, session)
+    t.equal((await upload(ctx, id, [{ filename: 'a.png', data: PNG }], session.auth)).status, 201)
+    return id
+  }
+  const keysOf = async (ids: number[]) => (await sql.query<{ image_key: string }>('SELECT image_key FROM products WHERE id = ANY($1)', [ids])).rows.map((r) => r.image_key)
+
+  const alice = await registerAndLogin(ctx.app)
+  const bob = await registerAndLogin(ctx.app)
+  const owned = await withImage(alice)
+  const [key] = await keysOf([owned])
+  t.same(await leftOf(owned), [key], 'stored under its key')
+  t.equal((await fetch(`${ctx.base}/api/product/${owned}`, { method: 'DELETE', headers: alice.auth })).status, 204)
+  t.same(await leftOf(owned), [], 'DELETE /api/product/:id removes the file')
+
+  const byAdmin = await withImage(alice)
+  t.equal((await fetch(`${ctx.base}/api/admin/products/${byAdmin}`, { method: 'DELETE', headers: { authorization: `Bearer ${ADMIN_KEY}` } })).status, 204)
+  t.same(await leftOf(byAdmin), [], 'DELETE /api/admin/products/:id too')
+
+  // A user deleting themselves: every image of theirs goes; another user's stays.
+  const mine = [await withImage(alice), await withImage(alice)]
+  const theirs = await withImage(bob)
+  const [theirKey] = await keysOf([theirs])
+  const gone = await fetch(`${ctx.base}/api/user/${alice.id}`, { method: 'DELETE', headers: { ...alice.auth, 'content-type': 'application/json' }, body: JSON.stringify({ password: alice.password }) })
+  t.equal(gone.status, 204)
+  t.same((await Promise.all(mine.map(leftOf))).flat(), [], 'DELETE /api/user/:id removes the files of all their products')
+  t.same(await keysOf(mine), [], 'and the rows')
+  t.same(await leftOf(theirs), [theirKey], 'another user\'s image stays')
+
+  t.equal((await fetch(`${ctx.base}/api/admin/users/${bob.id}`, { method: 'DELETE', headers: { authorization: `Bearer ${ADMIN_KEY}` } })).status, 204)
+  t.same(await leftOf(theirs), [], 'DELETE /api/admin/users/:id too')
+})
+
+t.test('concurrent uploads to one product leave exactly one file, the one the row names', async (t) => {
+  const sql = await sqlClient(t, ctx.app.databaseUrl)
+  const id = await newProduct(ctx.app, ctx.me)
+  const results = await Promise.all(Array.from({ length: 6 }, async (_, i) =>
+    await upload(ctx, id, [{ filename: `${i}.png`, data: Buffer.concat([PNG, Buffer.from(String(i))]) }])))
+  t.same(results.map((r) => r.status).sort(), [200, 200, 200, 200, 200, 201], 'one created it, five replaced it')
+  const { rows: [row] } = await sql.query<{ image_key: string }>('SELECT image_key FROM products WHERE id = $1', [id])
+  t.same(await leftOf(id), [row!.image_key], 'one file, the current one')
+})
+
+t.test('an upload racing the deletion of its product leaves no file', async (t) => {
+  const ids: number[] = []
+  for (let i = 0; i < 5; i++) {
+    const id = await newProduct(ctx.app, ctx.me)
+    ids.push(id)
+    const [up, del] = await Promise.all([
+      upload(ctx, id, [{ filename: 'a.png', data: PNG }]),
+      fetch(`${ctx.base}/api/product/${id}`, { method: 'DELETE', headers: ctx.me.auth })
+    ])
+    t.equal(del.status, 204, 'deleted')
+    t.ok([201, 404].includes(up.status), `the upload: ${up.status}`)
+    await up.body?.cancel()
+  }
+  const left = async () => (await Promise.all(ids.map(leftOf))).flat()
+  t.same(await eventually(left, (files) => files.length === 0), [], 'no file without its product')
+})
