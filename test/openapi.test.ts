@@ -16,6 +16,7 @@ type Operation = { responses: Record<string, { content?: Record<string, { schema
 type Document = { openapi: string, paths: Record<string, Record<string, Operation>>, components: { schemas: Record<string, unknown> } }
 
 const ADMIN = { authorization: `Bearer ${TEST_ENV.ADMIN_API_KEYS!.split(',')[0]}` }
+const PNG = Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), Buffer.alloc(100, 1)])
 const WRONG_ADMIN = { authorization: 'Bearer cQXHu+OADM8lmuQm07Z89qTn09F5X/SLMMaTFhU+hQX=' }
 
 const app = await build(t)
@@ -68,6 +69,17 @@ t.test('each route answers every status it documents, and documents every status
   const product = async (session: Session) => (await app.inject({ method: 'POST', url: '/api/product', headers: session.auth, payload: { title: 'p', amount: 1 } })).json().id as number
   const mine = await product(me)
   const theirs = await product(other)
+  /** A multipart body with one file part. */
+  const multipart = (data: Buffer, type = 'image/png', closing = '\r\n--b0undary--\r\n') => ({
+    headers: { 'content-type': 'multipart/form-data; boundary=b0undary' },
+    payload: Buffer.concat([Buffer.from(`--b0undary\r\nContent-Disposition: form-data; name="image"; filename="a.png"\r\nContent-Type: ${type}\r\n\r\n`), data, Buffer.from(closing)])
+  })
+  const upload = async (id: number, session: Session | undefined, data: Buffer, type?: string, closing?: string) => {
+    const body = multipart(data, type, closing)
+    return await app.inject({ method: 'POST', url: `/api/product/${id}/image`, headers: { ...body.headers, ...session?.auth }, payload: body.payload })
+  }
+  const pictured = await product(me)
+  await upload(pictured, me, PNG)
   const huge = { title: 'x'.repeat(Number(app.config.BODY_LIMIT) + 1), amount: 1 }
   const text = { headers: { 'content-type': 'text/plain' }, payload: 'hello' }
 
@@ -166,6 +178,7 @@ t.test('each route answers every status it documents, and documents every status
     'GET /api/product': {
       200: () => app.inject('/api/product?cursor=0'),
       400: () => app.inject('/api/product?limit=1000'),
+      406: () => app.inject({ url: '/api/product', headers: { accept: 'application/xml' } }),
       500: () => failing(app.products, 'page', () => app.inject('/api/product')),
       503: () => down.inject('/api/product')
     },
@@ -193,6 +206,37 @@ t.test('each route answers every status it documents, and documents every status
       404: () => app.inject({ method: 'DELETE', url: '/api/product/2147483647', headers: me.auth }),
       500: () => failing(app.products, 'deleteOwned', () => app.inject({ method: 'DELETE', url: `/api/product/${mine}`, headers: me.auth })),
       503: () => down.inject({ method: 'DELETE', url: `/api/product/${mine}`, headers: me.auth })
+    },
+    'POST /api/product/{id}/image': {
+      201: async () => await upload(await product(me), me, PNG),
+      200: async () => { const id = await product(me); await upload(id, me, PNG); return await upload(id, me, PNG) },
+      400: () => upload(mine, me, PNG, 'image/png', 'x'),
+      401: () => upload(mine, undefined, PNG),
+      403: () => upload(theirs, me, PNG),
+      404: () => upload(2147483647, me, PNG),
+      413: () => upload(mine, me, Buffer.concat([PNG, Buffer.alloc(Number(app.config.IMAGE_MAX_BYTES))])),
+      415: () => upload(mine, me, Buffer.from('plain text, not an image')),
+      500: () => failing(app.productImages, 'upload', () => upload(mine, me, PNG)),
+      503: () => down.inject({ method: 'POST', url: `/api/product/${mine}/image`, payload: multipart(PNG).payload, headers: { ...multipart(PNG).headers, ...me.auth } })
+    },
+    'GET /api/product/{id}/image': {
+      200: () => app.inject(`/api/product/${pictured}/image`),
+      206: () => app.inject({ url: `/api/product/${pictured}/image`, headers: { range: 'bytes=0-3' } }),
+      304: async () => app.inject({ url: `/api/product/${pictured}/image`, headers: { 'if-none-match': String((await app.inject(`/api/product/${pictured}/image`)).headers.etag) } }),
+      400: () => app.inject('/api/product/0/image'),
+      404: () => app.inject(`/api/product/${theirs}/image`),
+      416: () => app.inject({ url: `/api/product/${pictured}/image`, headers: { range: 'bytes=100000-' } }),
+      500: () => failing(app.productImages, 'send', () => app.inject(`/api/product/${pictured}/image`)),
+      503: () => down.inject(`/api/product/${pictured}/image`)
+    },
+    'DELETE /api/product/{id}/image': {
+      204: async () => { const id = await product(me); await upload(id, me, PNG); return await app.inject({ method: 'DELETE', url: `/api/product/${id}/image`, headers: me.auth }) },
+      400: () => app.inject({ method: 'DELETE', url: '/api/product/x/image', headers: me.auth }),
+      401: () => app.inject({ method: 'DELETE', url: `/api/product/${pictured}/image` }),
+      403: () => app.inject({ method: 'DELETE', url: `/api/product/${pictured}/image`, headers: other.auth }),
+      404: () => app.inject({ method: 'DELETE', url: `/api/product/${theirs}/image`, headers: other.auth }),
+      500: () => failing(app.productImages, 'remove', () => app.inject({ method: 'DELETE', url: `/api/product/${pictured}/image`, headers: me.auth })),
+      503: () => down.inject({ method: 'DELETE', url: `/api/product/${pictured}/image`, headers: me.auth })
     },
     'GET /api/admin/users': {
       200: () => app.inject({ url: '/api/admin/users?limit=2', headers: ADMIN }),

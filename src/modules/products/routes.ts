@@ -8,7 +8,7 @@ import { bearerAuth, problems } from '../../lib/responses.js'
 import { IdParams, NoContent } from '../../lib/schemas.js'
 import { CSV_CONTENT_TYPE } from './csv.js'
 import { productImageRoutes, PRODUCT_IMAGE_ROUTE } from './image-routes.js'
-import { catalogueQuery, CreateProductBody, JSON_MAX_LIMIT, Product, ProductPage } from './schemas.js'
+import { CATALOGUE_CSV_EXAMPLE, CatalogueCsv, catalogueQuery, PRODUCT_PAGE_EXAMPLE, CreateProductBody, JSON_MAX_LIMIT, Product, ProductPage } from './schemas.js'
 
 export interface ProductRoutesOptions {
   /** IMAGE_MAX_BYTES. */
@@ -45,8 +45,8 @@ export const productRoutes: FastifyPluginAsyncTypebox<ProductRoutesOptions> = as
         200: {
           description: 'a page of products',
           content: {
-            'application/json': { schema: ProductPage },
-            'text/csv': { schema: { type: 'string', description: 'columns id, title, description, amount, creatorId, createdAt, updatedAt, imageUrl; RFC 4180 (CRLF), UTF-8, every text cell quoted' } }
+            'application/json': { schema: ProductPage, example: PRODUCT_PAGE_EXAMPLE },
+            'text/csv': { schema: CatalogueCsv, example: CATALOGUE_CSV_EXAMPLE }
           }
         },
         ...problems(400, 406)

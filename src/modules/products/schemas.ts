@@ -43,17 +43,33 @@ export const ImageUploadBody = {
       // No `type`: the body is read from the stream, so Fastify sees no body to validate.
       schema: {
         properties: { image: { type: 'string', format: 'binary', description: 'one PNG, JPEG or WebP file (type judged from its bytes), at most IMAGE_MAX_BYTES; the field name is free' } },
-        required: ['image']
+        required: ['image'],
+        examples: [{ image: '(the bytes of lamp.png)' }]
       }
     }
   }
 } as const
 
-const binary = { type: 'string', format: 'binary' } as const
+const binary = { schema: { type: 'string', format: 'binary' }, example: '(the image bytes)' } as const
 
-/** The image's bytes, in whichever of the three types it was stored as. */
+/** The image's bytes, in whichever of the three types it was stored as (media objects: an example each). */
 export const ImageContent = {
-  'image/png': { schema: binary },
-  'image/jpeg': { schema: binary },
-  'image/webp': { schema: binary }
+  'image/png': binary,
+  'image/jpeg': binary,
+  'image/webp': binary
 } as const
+
+/** The CSV representation of a page (csv.ts). */
+export const CatalogueCsv = {
+  type: 'string',
+  description: 'columns id, title, description, amount, creatorId, createdAt, updatedAt, imageUrl; RFC 4180 (CRLF), UTF-8, a header row, every text cell quoted, formula-like cells prefixed with \''
+} as const
+
+/** An example of the CSV representation (the media object's, beside CatalogueCsv). */
+export const CATALOGUE_CSV_EXAMPLE = '"id","title","description","amount","creatorId","createdAt","updatedAt","imageUrl"\r\n1,"Desk lamp","Warm light",2599,1,"2026-11-23T20:05:00.000Z","2026-11-23T20:05:00.000Z","/api/product/1/image"\r\n'
+
+/** An example page (the JSON media object's: the response is keyed by media type, so the schema's own examples are not lifted). */
+export const PRODUCT_PAGE_EXAMPLE = {
+  items: [{ id: 1, title: 'Desk lamp', description: 'Warm light', amount: 2599, creatorId: 1, createdAt: '2026-11-23T20:05:00.000Z', updatedAt: '2026-11-23T20:05:00.000Z', imageUrl: '/api/product/1/image' }],
+  nextCursor: null
+}
