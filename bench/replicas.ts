@@ -8,7 +8,7 @@
  *
  * then PostgreSQL's own ceiling for the token check's query (pgbench, prepared statements,
  * 10 clients), all in each pass, with the load average at each case. Ratios are taken
- * within a pass (the machine is shared).
+ * within a pass (the machine is shared); each pass starts at another case.
  *
  *   DATABASE_URL=postgresql://postgres@127.0.0.1:5432/postgres npx tsx bench/replicas.ts
  *   ... --quick      1 pass of 3 s per case, prints only
@@ -116,7 +116,11 @@ async function main (): Promise<void> {
     const results: Case[] = cases.map((c) => ({ name: c.name, figures: [], load: [] }))
     const pg: Array<{ tps: number, latencyMs: number, load: string }> = []
     for (let pass = 0; pass < PASSES; pass++) {
-      for (const [i, c] of cases.entries()) {
+      // Each pass starts at another case: no case always runs first (after the previous
+      // pass's pgbench) or last.
+      for (let k = 0; k < cases.length; k++) {
+        const i = (k + pass) % cases.length
+        const c = cases[i]!
         results[i]!.load.push(formatLoad(machine().load))
         const figures = await load({ url: c.url, connections: CONNECTIONS, seconds: SECONDS, requests: c.requests })
         results[i]!.figures.push(figures)
