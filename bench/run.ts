@@ -20,7 +20,7 @@ import { load, settle, type LoadFigures } from './lib/load.js'
 import { describeMachine, formatLoad, machine } from './lib/machine.js'
 import { ROOT, startServer } from './lib/processes.js'
 import { formatMs, formatRps, markdownTable, median, medianFigures, percent, writeSection } from './lib/report.js'
-import { getUserRequests, loginRequests, rawPgRequests, registerRequests, serviceEnv, userPool, type BenchUser } from './lib/service.js'
+import { getUserCookieRequests, getUserRequests, loginRequests, rawPgRequests, refreshRequests, registerRequests, serviceEnv, userPool, type BenchUser } from './lib/service.js'
 import { prepareTree, workingTree, type ServiceTree } from './lib/trees.js'
 
 const quick = process.argv.includes('--quick')
@@ -45,8 +45,10 @@ function casesFor (trees: ServiceTree[]): Case[] {
     { id: 'raw-pg', label: 'bare Fastify + one raw pg query', connections: READERS },
     ...trees.flatMap((tree) => [
       { id: key(tree, 'get'), label: `GET /api/user/:id${suffix(tree)}`, connections: READERS },
+      ...(tree.dir === ROOT ? [{ id: 'get-cookie', label: 'GET /api/user/:id, token in the cookie', connections: READERS }] : []),
       { id: key(tree, 'login'), label: `POST /api/auth/login (cost 10)${suffix(tree)}`, connections: LOGINS },
       ...(tree.dir === ROOT ? [{ id: 'register', label: 'POST /api/user (cost 10)', connections: LOGINS }] : []),
+      ...(tree.dir === ROOT ? [{ id: 'refresh', label: 'POST /api/auth/refresh-token (rotation)', connections: LOGINS }] : []),
       { id: key(tree, 'mixed-get'), label: `mixed: GET /api/user/:id${suffix(tree)}`, connections: READERS },
       { id: key(tree, 'mixed-login'), label: `mixed: POST /api/auth/login${suffix(tree)}`, connections: LOGINS }
     ])
@@ -98,11 +100,19 @@ async function runPass (pass: number, trees: ServiceTree[], cases: Case[], datab
       const url = service.url
       await load({ url, connections: READERS, seconds: WARMUP_SECONDS, requests: getUserRequests(users) })
       await measure(key('get'), load({ url, connections: READERS, seconds: SECONDS, requests: getUserRequests(users) }))
+      if (tree.dir === ROOT) {
+        await settle()
+        await measure('get-cookie', load({ url, connections: READERS, seconds: SECONDS, requests: getUserCookieRequests(users) }))
+      }
       await settle()
       await measure(key('login'), load({ url, connections: LOGINS, seconds: SECONDS, requests: loginRequests(users) }))
       if (tree.dir === ROOT) {
         await settle()
         await measure('register', load({ url, connections: LOGINS, seconds: SECONDS, requests: registerRequests(`p${pass}r${Date.now().toString(36).slice(-5)}`) }))
+        await settle()
+        // One fresh session per connection (the pool's sessions stay untouched for the reads).
+        const sessions = await userPool(url, LOGINS, `refresh${pass}`)
+        await measure('refresh', load({ url, connections: LOGINS, seconds: SECONDS, requests: refreshRequests(sessions) }))
       }
       await settle()
       await Promise.all([
@@ -127,9 +137,11 @@ function ratios (pass: Pass, trees: ServiceTree[]): Record<string, number> {
   const out: Record<string, number> = {
     'GET / hello world': r.get!.rps / r.hello!.rps,
     'GET / raw pg': r.get!.rps / r['raw-pg']!.rps,
-    'mixed GET / solo GET': r['mixed-get']!.rps / r.get!.rps
+    'mixed GET / solo GET': r['mixed-get']!.rps / r.get!.rps,
+    'GET, token in the cookie / in the header': r['get-cookie']!.rps / r.get!.rps
   }
   for (const tree of trees.filter((t) => t.dir !== ROOT)) {
+    out[`GET / GET [${tree.name}]`] = r.get!.rps / r[`get@${tree.name}`]!.rps
     out[`GET [${tree.name}] / hello world`] = r[`get@${tree.name}`]!.rps / r.hello!.rps
     out[`mixed GET / solo GET [${tree.name}]`] = r[`mixed-get@${tree.name}`]!.rps / r[`get@${tree.name}`]!.rps
   }
@@ -149,6 +161,7 @@ function report (passes: Pass[], trees: ServiceTree[], cases: Case[], startedAt:
 
   const get = medians.get!
   const mixedShare = median(perPassRatios.map((r) => r['mixed GET / solo GET']!))
+  const cookieShare = median(perPassRatios.map((r) => r['GET, token in the cookie / in the header']!))
   const check = (ok: boolean): string => ok ? 'met' : '**not met**'
   const compared = trees.filter((t) => t.dir !== ROOT).map((t) => t.name)
   return [
@@ -170,7 +183,8 @@ function report (passes: Pass[], trees: ServiceTree[], cases: Case[], startedAt:
     '',
     `- GET /api/user/:id >= 1,200 req/s: ${formatRps(get.rps)} req/s, ${check(get.rps >= 1200)}`,
     `- login >= 20/s at cost 10: ${formatRps(medians.login!.rps)}/s, ${check(medians.login!.rps >= 20)}`,
-    `- mixed run, GET keeps >= 50% of solo with p99 < 300 ms: ${percent(mixedShare)}, p99 ${formatMs(medians['mixed-get']!.p99)} ms, ${check(mixedShare >= 0.5 && medians['mixed-get']!.p99 < 300)}`
+    `- mixed run, GET keeps >= 50% of solo with p99 < 300 ms: ${percent(mixedShare)}, p99 ${formatMs(medians['mixed-get']!.p99)} ms, ${check(mixedShare >= 0.5 && medians['mixed-get']!.p99 < 300)}`,
+    `- GET with the token in the cookie keeps >= 90% of the header's throughput: ${percent(cookieShare)}, ${check(cookieShare >= 0.9)}`
   ].join('\n')
 }
 

@@ -2,11 +2,12 @@
  * buildApp: the whole service as a Fastify instance that never listens. The server
  * (src/server.ts) and the tests build it the same way.
  */
+import fastifyCookie from '@fastify/cookie'
 import fastifyHelmet from '@fastify/helmet'
 import fastifyRateLimit from '@fastify/rate-limit'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify'
-import type { Config } from './config.js'
+import { durationMs, type Config } from './config.js'
 import { MemoryAttemptStore, type AttemptStore } from './lib/attempts.js'
 import { RedisAttemptStore } from './lib/redis-attempts.js'
 import { createValidatorCompiler, strictIntegerStrings } from './lib/validation.js'
@@ -20,6 +21,10 @@ import { metricsRoutes } from './modules/metrics/routes.js'
 import productImages from './modules/products/images.js'
 import productsRepository from './modules/products/repository.js'
 import { productRoutes } from './modules/products/routes.js'
+import { sessionCookieNames } from './modules/sessions/cookies.js'
+import { originCheck as createOriginCheck } from './modules/sessions/csrf.js'
+import sessionsRepository from './modules/sessions/repository.js'
+import sessionsService from './modules/sessions/plugin.js'
 import productsService from './modules/products/service.js'
 import usersRepository from './modules/users/repository.js'
 import { userRoutes } from './modules/users/routes.js'
@@ -76,6 +81,8 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
   // in onRequest, before its preParsing hook), and it keeps no raw copy of bodies. It
   // registers @fastify/cookie unless that is registered first (register it above to set
   // cookie options).
+  // Cookies of browser sessions (src/modules/sessions/cookies.ts); the context plugin uses this registration too.
+  await app.register(fastifyCookie)
   await app.register(context, { rawBody: false })
   await app.register(fastifyHelmet, {
     // The OpenAPI page loads its own scripts and styles from /docs/static.
@@ -113,7 +120,11 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
   })
   await app.register(openapi, {
     version: '0.1.0',
-    securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' }, adminApiKey: adminApiKeyScheme }
+    securitySchemes: {
+      bearerAuth: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' },
+      cookieAuth: { type: 'apiKey', in: 'cookie', name: sessionCookieNames(config.COOKIE_SECURE).access, description: 'Browsers: the access token in an HttpOnly cookie set by login in cookie mode. Changes (POST, PATCH, DELETE) must come from a trusted origin (`Origin` header): 403 `CSRF_REJECTED` otherwise.' },
+      adminApiKey: adminApiKeyScheme
+    }
   })
 
   await app.register(prisma, {
@@ -134,7 +145,16 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
   await app.register(storage, { root: config.UPLOAD_DIR })
   // Images before the services: deleting a product or a user deletes its image files too.
   await app.register(productImages, { maxBytes: config.IMAGE_MAX_BYTES })
-  await app.register(authentication, { secret: config.SECRET, expiresIn: config.JWT_EXPIRES_IN, findUser: app.usersRepository.findTokenUser })
+  const originCheck = createOriginCheck({ trustedOrigins: config.CSRF_TRUSTED_ORIGINS })
+  await app.register(authentication, {
+    secret: config.SECRET,
+    expiresIn: config.ACCESS_TOKEN_TTL,
+    findUser: app.usersRepository.findTokenUser,
+    accessCookie: sessionCookieNames(config.COOKIE_SECURE).access,
+    originCheck
+  })
+  await app.register(sessionsRepository)
+  await app.register(sessionsService, { refreshTtlMs: durationMs(config.REFRESH_TOKEN_TTL), cookieSecure: config.COOKIE_SECURE })
   // One budget of password guesses per account, for login and the current-password checks.
   const guesses = accountLimiter({ max: config.LOGIN_FAILURES_MAX, timeWindow: config.LOGIN_FAILURES_WINDOW_MS }, attemptStore('guesses'))
   await app.register(usersService, { guesses })
@@ -143,8 +163,8 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
   // One per-client budget for every request that costs a bcrypt computation.
   const authBudget = createAuthBudget({ max: config.RATE_LIMIT_AUTH_MAX, timeWindow: config.RATE_LIMIT_AUTH_WINDOW_MS, store: attemptStore('auth') })
   await app.register(healthRoutes, { prefix: '/health', readyTimeoutMs: config.HEALTH_READY_TIMEOUT_MS })
-  await app.register(authRoutes, { prefix: '/api/auth', authBudget, expiresIn: config.JWT_EXPIRES_IN })
-  await app.register(userRoutes, { prefix: '/api/user', authBudget, accountChanges: { max: config.ACCOUNT_CHANGES_MAX, timeWindow: config.ACCOUNT_CHANGES_WINDOW_MS, store: attemptStore('account-changes') } })
+  await app.register(authRoutes, { prefix: '/api/auth', authBudget, expiresIn: config.ACCESS_TOKEN_TTL, originCheck })
+  await app.register(userRoutes, { prefix: '/api/user', authBudget, expiresIn: config.ACCESS_TOKEN_TTL, accountChanges: { max: config.ACCOUNT_CHANGES_MAX, timeWindow: config.ACCOUNT_CHANGES_WINDOW_MS, store: attemptStore('account-changes') } })
   // The routing plugin only where it serves: named-route URLs (a product's imageUrl). In this
   // scope its onRoute and onRequest hooks see the product routes alone, and its 405 answer is
   // off, so every route answers as before (test/service-routes.test.ts).

@@ -15,6 +15,9 @@ import { Type, type Static } from 'typebox'
 import { parseApiKeys } from './lib/api-keys.js'
 import { parseTrustProxy } from './lib/trust-proxy.js'
 
+/** A duration as `ms` reads it: a number with ms, s, m, h or d (no unit: ms). */
+const DURATION = '^[0-9]+(ms|s|m|h|d)?$'
+
 export const EnvSchema = Type.Object({
   NODE_ENV: Type.Union([Type.Literal('development'), Type.Literal('production'), Type.Literal('test')], { default: 'development' }),
   HOST: Type.String({ default: '127.0.0.1', minLength: 1 }),
@@ -65,7 +68,19 @@ export const EnvSchema = Type.Object({
 
   // Tokens and passwords.
   SECRET: Type.Optional(Type.String({ minLength: 32 })),
-  JWT_EXPIRES_IN: Type.String({ default: '72h', pattern: '^[0-9]+(ms|s|m|h|d)?$' }),
+  /** Lifetime of an access token (JWT); short, since a refresh token renews it (docs/api.md, "Sessions"). */
+  ACCESS_TOKEN_TTL: Type.Optional(Type.String({ pattern: DURATION })),
+  /** The variable ACCESS_TOKEN_TTL replaces; still read when ACCESS_TOKEN_TTL is unset. */
+  JWT_EXPIRES_IN: Type.Optional(Type.String({ pattern: DURATION })),
+  /** Lifetime of a refresh token; every rotation issues a new one for this long. */
+  REFRESH_TOKEN_TTL: Type.String({ default: '30d', pattern: DURATION }),
+  /** Set `Secure` on the session cookies (false only for local HTTP: browsers then send them over plain HTTP). */
+  COOKIE_SECURE: Type.Boolean({ default: true }),
+  /**
+   * Origins (scheme://host[:port], comma-separated) whose pages may send cookie-authenticated
+   * changes; empty: only the service's own origin (src/modules/sessions/csrf.ts).
+   */
+  CSRF_TRUSTED_ORIGINS: Type.String({ default: '' }),
   BCRYPT_COST: Type.Integer({ default: 10, minimum: 4, maximum: 15 }),
 
   // Limits.
@@ -144,7 +159,11 @@ export const EnvSchema = Type.Object({
 
 export type Env = Static<typeof EnvSchema>
 
-export interface Config extends Env {
+export interface Config extends Omit<Env, 'ACCESS_TOKEN_TTL' | 'CSRF_TRUSTED_ORIGINS'> {
+  /** ACCESS_TOKEN_TTL, else JWT_EXPIRES_IN, else 15m. */
+  ACCESS_TOKEN_TTL: string
+  /** The parsed origins, e.g. `https://app.example.com` (no trailing slash). */
+  CSRF_TRUSTED_ORIGINS: string[]
   /** The signing secret: configured, or (development, test) generated. */
   SECRET: string
   /** True when SECRET was generated rather than configured. */
@@ -245,6 +264,7 @@ export function loadConfig (data: Record<string, string | undefined> = process.e
   if (env.SHUTDOWN_DRAIN_MS > 0 && env.SHUTDOWN_DRAIN_MS >= env.SHUTDOWN_GRACE_MS) {
     throw new ConfigError(`Invalid configuration: SHUTDOWN_DRAIN_MS (${env.SHUTDOWN_DRAIN_MS}) must be shorter than SHUTDOWN_GRACE_MS (${env.SHUTDOWN_GRACE_MS}): the drain is part of the grace period`)
   }
+  const sessions = sessionSettings(env)
   const production = env.NODE_ENV === 'production'
   if (production && configuredDatabaseUrl(env) === undefined && env.EMBEDDED_DB !== true) {
     throw new ConfigError('Invalid configuration: no database configured in production. Set DATABASE_URL (or DB_HOST and the other DB_* variables), or EMBEDDED_DB=true to run the embedded PostgreSQL on purpose')
@@ -254,13 +274,44 @@ export function loadConfig (data: Record<string, string | undefined> = process.e
       throw new ConfigError('Invalid configuration: SECRET is required in production (at least 32 characters, e.g. `openssl rand -base64 48`)')
     }
     const secret = devSecretFile ? developmentSecret(devSecretFile) : randomBytes(48).toString('base64url')
-    return { ...env, SECRET: secret, secretGenerated: true }
+    return { ...env, ...sessions, SECRET: secret, secretGenerated: true }
   }
-  return { ...env, SECRET: env.SECRET, secretGenerated: false }
+  return { ...env, ...sessions, SECRET: env.SECRET, secretGenerated: false }
+}
+
+const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }
+
+/** Milliseconds of a duration that matches DURATION (`15m`, `30d`, `500`). */
+export function durationMs (value: string): number {
+  const [, amount, unit] = /^([0-9]+)(ms|s|m|h|d)?$/.exec(value) ?? []
+  if (amount === undefined) throw new ConfigError(`Not a duration: ${value}`)
+  return Number(amount) * UNIT_MS[unit ?? 'ms']!
+}
+
+/** Token lifetimes and the CSRF origins, checked together. */
+function sessionSettings (env: Env): Pick<Config, 'ACCESS_TOKEN_TTL' | 'CSRF_TRUSTED_ORIGINS'> {
+  if (env.ACCESS_TOKEN_TTL !== undefined && env.JWT_EXPIRES_IN !== undefined) {
+    throw new ConfigError('Invalid configuration: set ACCESS_TOKEN_TTL or JWT_EXPIRES_IN (its old name), not both')
+  }
+  const access = env.ACCESS_TOKEN_TTL ?? env.JWT_EXPIRES_IN ?? '15m'
+  const accessMs = durationMs(access)
+  if (accessMs < 1000) throw new ConfigError('Invalid configuration: ACCESS_TOKEN_TTL must be at least 1s')
+  if (durationMs(env.REFRESH_TOKEN_TTL) <= accessMs) {
+    throw new ConfigError('Invalid configuration: REFRESH_TOKEN_TTL must be longer than ACCESS_TOKEN_TTL')
+  }
+  const origins = env.CSRF_TRUSTED_ORIGINS.split(',').map((o) => o.trim()).filter((o) => o !== '')
+  for (const origin of origins) {
+    let parsed: URL | undefined
+    try { parsed = new URL(origin) } catch {}
+    if (parsed === undefined || !/^https?:$/.test(parsed.protocol) || parsed.origin !== origin) {
+      throw new ConfigError(`Invalid configuration: CSRF_TRUSTED_ORIGINS: ${JSON.stringify(origin)} is not an origin like https://app.example.com (scheme, host, optional port; no path or trailing slash)`)
+    }
+  }
+  return { ACCESS_TOKEN_TTL: access, CSRF_TRUSTED_ORIGINS: origins }
 }
 
 /** The database URL the configuration names, or undefined when the embedded database should run. */
-export function configuredDatabaseUrl (config: Env): string | undefined {
+export function configuredDatabaseUrl (config: Pick<Env, 'DATABASE_URL' | 'DB_HOST' | 'DB_USER' | 'DB_PASSWORD' | 'DB_PORT' | 'DB_NAME'>): string | undefined {
   if (config.DATABASE_URL) return config.DATABASE_URL
   if (!config.DB_HOST) return undefined
   const user = encodeURIComponent(config.DB_USER)

@@ -2,6 +2,8 @@ import t from 'tap'
 import { assertNoSecrets, assertProblem } from './helpers/assertions.js'
 import { build, newUser } from './helpers/build.js'
 
+const payload0 = (token: string) => JSON.parse(Buffer.from(token.split('.')[1]!, 'base64url').toString())
+
 t.test('POST /api/auth/login', async (t) => {
   const app = await build(t)
   const user = newUser()
@@ -15,11 +17,14 @@ t.test('POST /api/auth/login', async (t) => {
     const res = await login({ username: user.username, password: user.password })
     t.equal(res.statusCode, 200)
     const body = res.json()
-    t.match(body, { tokenType: 'Bearer', expiresIn: '72h', userId: id })
+    t.match(body, { mode: 'token', tokenType: 'Bearer', expiresIn: '15m', userId: id, refreshToken: /^[A-Za-z0-9_-]{43}$/ })
+    t.equal(Date.parse(body.expiresAt), payload0(body.token).exp * 1000, 'expiresAt is the token\'s exp')
+    t.ok(Date.parse(body.refreshTokenExpiresAt) > Date.now() + 29 * 86_400_000, 'the refresh token lives 30 days by default')
     const [header, payload] = body.token.split('.').slice(0, 2).map((part: string) => JSON.parse(Buffer.from(part, 'base64url').toString()))
     t.equal(header.alg, 'HS256')
     t.equal(payload.sub, String(id))
-    t.equal(payload.exp - payload.iat, 72 * 3600, 'lifetime 72 h by default')
+    t.equal(payload.exp - payload.iat, 15 * 60, 'lifetime 15 min by default')
+    t.match(payload.sid, /^[0-9a-f-]{36}$/, 'the session id')
     t.notMatch(res.body, user.password)
     const me = await app.inject({ method: 'GET', url: `/api/user/${id}`, headers: { authorization: `Bearer ${body.token}` } })
     t.equal(me.statusCode, 200)

@@ -7,7 +7,7 @@ import { serverOptions } from '../src/options.js'
 
 t.test('defaults', async (t) => {
   const config = loadConfig({}, false)
-  t.match(config, { NODE_ENV: 'development', HOST: '127.0.0.1', PORT: 3000, JWT_EXPIRES_IN: '72h', BCRYPT_COST: 10, DB_PORT: 5432, BODY_LIMIT: 1048576, MIGRATE_ON_START: true })
+  t.match(config, { NODE_ENV: 'development', HOST: '127.0.0.1', PORT: 3000, ACCESS_TOKEN_TTL: '15m', REFRESH_TOKEN_TTL: '30d', COOKIE_SECURE: true, CSRF_TRUSTED_ORIGINS: [], BCRYPT_COST: 10, DB_PORT: 5432, BODY_LIMIT: 1048576, MIGRATE_ON_START: true })
   t.equal(config.secretGenerated, true, 'development generates a secret')
   t.ok(config.SECRET.length >= 32)
   t.not(loadConfig({}, false).SECRET, config.SECRET, 'a new one each run')
@@ -17,7 +17,9 @@ t.test('defaults', async (t) => {
 t.test('a wrong value stops the service with a message naming the variable', async (t) => {
   const cases: Record<string, string>[] = [
     { PORT: 'abc' }, { PORT: '70000' }, { DB_PORT: '-1' }, { BCRYPT_COST: '3' }, { BCRYPT_COST: '20' },
-    { JWT_EXPIRES_IN: 'forever' }, { LOG_LEVEL: 'loud' }, { NODE_ENV: 'staging' }, { SECRET: 'too-short' },
+    { JWT_EXPIRES_IN: 'forever' }, { ACCESS_TOKEN_TTL: '15 minutes' }, { REFRESH_TOKEN_TTL: '-1d' }, { COOKIE_SECURE: 'nah' },
+    { CSRF_TRUSTED_ORIGINS: 'app.example.com' }, { CSRF_TRUSTED_ORIGINS: 'https://app.example.com/' }, { CSRF_TRUSTED_ORIGINS: 'https://a.example,ftp://b.example' },
+    { ACCESS_TOKEN_TTL: '500ms' }, { REFRESH_TOKEN_TTL: '10m' }, { LOG_LEVEL: 'loud' }, { NODE_ENV: 'staging' }, { SECRET: 'too-short' },
     { DATABASE_URL: 'mysql://x' }, { DB_NAME: 'bad name;' }, { BODY_LIMIT: '10' }, { MIGRATE_ON_START: 'maybe' },
     { SHUTDOWN_GRACE_MS: '-5' }, { HTTPS_ONLY: 'sometimes' }, { EMBEDDED_DB: 'perhaps' },
     { REDIS_URL: 'http://localhost:6379' }, { REDIS_COMMAND_TIMEOUT_MS: '0' }, { REDIS_CONNECT_TIMEOUT_MS: 'soon' },
@@ -27,6 +29,14 @@ t.test('a wrong value stops the service with a message naming the variable', asy
     const name = Object.keys(env)[0]!
     t.throws(() => loadConfig(env, false), { name: 'ConfigError', message: new RegExp(name) }, `${name}=${env[name]}`)
   }
+})
+
+t.test('session settings', async (t) => {
+  t.match(loadConfig({ ACCESS_TOKEN_TTL: '5m', REFRESH_TOKEN_TTL: '7d', CSRF_TRUSTED_ORIGINS: ' https://app.example.com , http://localhost:5173 ' }, false),
+    { ACCESS_TOKEN_TTL: '5m', REFRESH_TOKEN_TTL: '7d', CSRF_TRUSTED_ORIGINS: ['https://app.example.com', 'http://localhost:5173'] })
+  t.equal(loadConfig({ JWT_EXPIRES_IN: '2h' }, false).ACCESS_TOKEN_TTL, '2h', 'the old name still works')
+  t.throws(() => loadConfig({ JWT_EXPIRES_IN: '2h', ACCESS_TOKEN_TTL: '5m' }, false), { name: 'ConfigError', message: /ACCESS_TOKEN_TTL or JWT_EXPIRES_IN/ }, 'not both')
+  t.throws(() => loadConfig({ ACCESS_TOKEN_TTL: '2h', REFRESH_TOKEN_TTL: '1h' }, false), { name: 'ConfigError', message: /REFRESH_TOKEN_TTL must be longer/ })
 })
 
 t.test('production refuses to start without SECRET', async (t) => {

@@ -118,7 +118,10 @@ t.test('health and OpenAPI', async (t) => {
   for (const path of ['/api/auth/register', '/api/auth/login', '/api/user', '/api/user/{id}', '/api/product', '/api/product/{id}', '/health/ready']) {
     t.ok(doc.paths[path], `documents ${path}`)
   }
-  t.same(doc.paths['/api/user/{id}'].get.security, [{ bearerAuth: [] }])
+  t.same(doc.paths['/api/user/{id}'].get.security, [{ bearerAuth: [] }, { cookieAuth: [] }], 'a bearer token or the session cookie')
+  t.match(doc.components.securitySchemes.cookieAuth, { type: 'apiKey', in: 'cookie', name: '__Secure-access_token' })
+  for (const path of ['/api/auth/refresh-token', '/api/auth/logout']) t.ok(doc.paths[path]?.post, `documents ${path}`)
+  t.ok(doc.paths['/api/auth/refresh-token'].post.responses['401'], 'refresh documents its 401')
   t.ok(doc.paths['/api/user/{id}'].get.responses['403'], 'error responses documented')
   t.notMatch(JSON.stringify(doc.paths['/api/user/{id}'].get.responses['200']), /passwordHash/)
 })

@@ -21,7 +21,7 @@ t.test('tokens on GET /api/user/:id', async (t) => {
   const app = await build(t)
   const me = await registerAndLogin(app)
   const url = `/api/user/${me.id}`
-  const claims = { sub: String(me.id), ver: 0, iat: now(), exp: now() + 3600 }
+  const claims = { sub: String(me.id), ver: 0, sid: me.sid, iat: now(), exp: now() + 3600 }
   const get = async (authorization?: string) => await app.inject({ method: 'GET', url, headers: authorization === undefined ? {} : { authorization } })
 
   const refused = async (t: Test, authorization: string | undefined, name: string) => {
@@ -107,9 +107,13 @@ t.test('tokens on GET /api/user/:id', async (t) => {
   })
 })
 
-t.test('JWT_EXPIRES_IN sets the lifetime', async (t) => {
-  const app = await build(t, { env: { JWT_EXPIRES_IN: '15m' } })
-  const me = await registerAndLogin(app)
-  const payload = JSON.parse(Buffer.from(me.token.split('.')[1]!, 'base64url').toString())
-  t.equal(payload.exp - payload.iat, 900)
+t.test('ACCESS_TOKEN_TTL sets the lifetime; JWT_EXPIRES_IN, its old name, still does', async (t) => {
+  for (const [name, value, seconds] of [['ACCESS_TOKEN_TTL', '2h', 7200], ['JWT_EXPIRES_IN', '5m', 300]] as const) {
+    const app = await build(t, { env: { [name]: value } })
+    const me = await registerAndLogin(app)
+    const payload = JSON.parse(Buffer.from(me.token.split('.')[1]!, 'base64url').toString())
+    t.equal(payload.exp - payload.iat, seconds, `${name}=${value}`)
+    const login = await app.inject({ method: 'POST', url: '/api/auth/login', payload: { username: me.username, password: me.password } })
+    t.equal(login.json().expiresIn, value, 'login reports it')
+  }
 })

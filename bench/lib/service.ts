@@ -21,6 +21,8 @@ export function serviceEnv (databaseUrl: string, overrides: Record<string, strin
     BCRYPT_COST: '10',
     RATE_LIMIT_AUTH_MAX: '1000000000',
     MIGRATE_ON_START: 'false', // the bench migrated its database already
+    // The pool's tokens are made once and read in every pass: they must outlive the bench.
+    ACCESS_TOKEN_TTL: '2h',
     ...overrides
   }
 }
@@ -29,7 +31,12 @@ export interface BenchUser {
   id: number
   username: string
   token: string
+  /** The session's refresh token (absent from trees older than sessions). */
+  refreshToken?: string
 }
+
+/** The access-token cookie of browser sessions in production (COOKIE_SECURE=true). */
+export const ACCESS_COOKIE = '__Secure-access_token'
 
 /**
  * POSTs JSON; a 503 (the service sheds load while a busy machine delays its event loop, as
@@ -53,7 +60,7 @@ export async function userPool (baseUrl: string, count: number, tag = 'pool'): P
     if (created.status !== 201 && created.status !== 409) throw new Error(`register ${username}: ${created.status} ${JSON.stringify(created.json)}`)
     const login = await postJson(`${baseUrl}/api/auth/login`, { username, password: BENCH_PASSWORD })
     if (login.status !== 200) throw new Error(`login ${username}: ${login.status} ${JSON.stringify(login.json)}`)
-    users.push({ id: Number(login.json.userId), username, token: String(login.json.token) })
+    users.push({ id: Number(login.json.userId), username, token: String(login.json.token), refreshToken: login.json.refreshToken as string | undefined })
   }
   return users
 }
@@ -71,6 +78,40 @@ export function getUserRequests (users: readonly BenchUser[]): autocannon.Reques
     setupRequest: (request) => {
       const user = next()
       return { ...request, path: `/api/user/${user.id}`, headers: { ...request.headers, authorization: `Bearer ${user.token}` } }
+    }
+  }]
+}
+
+/** The same, with the token in the access cookie as a browser sends it (no Authorization header). */
+export function getUserCookieRequests (users: readonly BenchUser[]): autocannon.Request[] {
+  const next = roundRobin(users)
+  return [{
+    method: 'GET',
+    setupRequest: (request) => {
+      const user = next()
+      return { ...request, path: `/api/user/${user.id}`, headers: { ...request.headers, cookie: `${ACCESS_COOKIE}=${user.token}` } }
+    }
+  }]
+}
+
+/**
+ * POST /api/auth/refresh-token in token mode: each connection rotates its own session, one
+ * refresh after the other, always with the refresh token the previous answer gave (a reuse
+ * would revoke the session, and the rest would be 401s: they show as non-2xx).
+ */
+export function refreshRequests (sessions: readonly BenchUser[]): autocannon.Request[] {
+  let nextSession = 0
+  type Context = { refreshToken?: string }
+  return [{
+    method: 'POST',
+    path: '/api/auth/refresh-token',
+    headers: { 'content-type': 'application/json' },
+    setupRequest: (request, context: Context) => {
+      context.refreshToken ??= sessions[nextSession++ % sessions.length]!.refreshToken
+      return { ...request, body: JSON.stringify({ refreshToken: context.refreshToken }) }
+    },
+    onResponse: (status, body, context: Context) => {
+      if (status === 200) context.refreshToken = (JSON.parse(body) as { refreshToken: string }).refreshToken
     }
   }]
 }

@@ -38,3 +38,9 @@ export function problems (...statuses: number[]) {
 
 /** The bearer-token security requirement of protected routes, for the OpenAPI document. */
 export const bearerAuth = [{ bearerAuth: [] }]
+
+/**
+ * Routes that take the access token from the `Authorization` header or, for browsers, from
+ * the access-token cookie (either one; the header wins when both are sent).
+ */
+export const sessionAuth: Array<Record<string, string[]>> = [{ bearerAuth: [] }, { cookieAuth: [] }]

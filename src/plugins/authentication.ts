@@ -1,17 +1,24 @@
 /**
  * JWT authentication: @fastify/jwt with HS256 pinned for signing and verifying, and the
  * `authenticate` hook protected routes run on `onRequest` (before the body is read).
- * A token is accepted only when its user still exists and its `ver` claim equals the
- * user's token version, which a password change bumps: deleting a user or changing the
- * password revokes every earlier token. The check loads the public user record once, with
- * the `findUser` it is given (the users repository's prepared statement), and keeps it on
- * `request.currentUser`, so a route that needs that record asks no second query.
+ * A token is accepted only when its user still exists, its `ver` claim equals the user's
+ * token version (a password change bumps it) and its session (`sid`) has not been revoked
+ * (logout, reuse of a refresh token): the `findUser` it is given (the users repository's
+ * prepared statement) reads the user and checks the session in one statement. The public
+ * user record is kept on `request.currentUser`, so a route that needs it asks no second query.
+ *
+ * The token comes from the `Authorization: Bearer` header or, when the request has no
+ * Authorization header at all, from the access-token cookie of browser clients: the header
+ * wins, and a bad header is a 401 even with a good cookie. A cookie-authenticated request
+ * with an unsafe method must pass the origin check (src/modules/sessions/csrf.ts) first.
  */
 import fastifyJwt from '@fastify/jwt'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import { Unauthorized } from '../lib/problem.js'
 import { MAX_INT4 } from '../lib/schemas.js'
+import { isSafeMethod, type OriginCheck } from '../modules/sessions/csrf.js'
+import { isSessionId } from '../modules/sessions/tokens.js'
 import type { TokenUser } from '../modules/users/repository.js'
 import type { PublicUser } from '../modules/users/schemas.js'
 
@@ -20,6 +27,8 @@ interface TokenClaims {
   sub: string
   /** The user's token version when the token was issued. */
   ver: number
+  /** The session the token belongs to (a UUID). */
+  sid: string
 }
 
 declare module '@fastify/jwt' {
@@ -32,19 +41,27 @@ declare module '@fastify/jwt' {
 declare module 'fastify' {
   interface FastifyInstance {
     authenticate: (request: FastifyRequest, reply: FastifyReply) => Promise<void>
-    signToken: (user: { id: number, tokenVersion: number }) => Promise<string>
+    signToken: (user: { id: number, tokenVersion: number }, sessionId: string) => Promise<string>
   }
   interface FastifyRequest {
     /** The authenticated user, set by `authenticate`; null on public routes. */
     currentUser: PublicUser | null
+    /** The session of the request's access token, set by `authenticate`. */
+    sessionId: string | null
+    /** Where `authenticate` found the access token. */
+    authenticatedBy: 'header' | 'cookie' | null
   }
 }
 
 interface AuthenticationOptions {
   secret: string
   expiresIn: string
-  /** The user a token names, with its token version, or null: runs on every authenticated request. */
-  findUser: (id: number) => Promise<TokenUser | null>
+  /** The user a token names, with its token version, if the token's session is live, or null: runs on every authenticated request. */
+  findUser: (id: number, sessionId: string) => Promise<TokenUser | null>
+  /** Name of the access-token cookie of browser clients. */
+  accessCookie: string
+  /** The CSRF check of cookie-authenticated unsafe requests. */
+  originCheck: OriginCheck
 }
 
 const ALGORITHM = 'HS256'
@@ -66,36 +83,50 @@ async function authentication (app: FastifyInstance, options: AuthenticationOpti
   })
 
   app.decorateRequest('currentUser', null)
+  app.decorateRequest('sessionId', null)
+  app.decorateRequest('authenticatedBy', null)
   const { findUser } = options
 
-  app.decorate('signToken', async function signToken (user: { id: number, tokenVersion: number }) {
-    return app.jwt.sign({ sub: String(user.id), ver: user.tokenVersion })
+  app.decorate('signToken', async function signToken (user: { id: number, tokenVersion: number }, sessionId: string) {
+    return app.jwt.sign({ sub: String(user.id), ver: user.tokenVersion, sid: sessionId })
   })
 
   app.decorate('authenticate', async function authenticate (request: FastifyRequest) {
     let claims: TokenClaims
+    // Any Authorization header wins over the cookie (a malformed one is a 401, not a fallback).
+    const cookie = request.headers.authorization === undefined ? request.cookies?.[options.accessCookie] : undefined
+    const byCookie = cookie !== undefined && cookie !== ''
     try {
-      claims = await request.jwtVerify<TokenClaims>()
+      if (byCookie) {
+        // Checked before the token: a forged cross-site request learns nothing from a 401.
+        if (!isSafeMethod(request.method)) options.originCheck(request, { requireOrigin: true })
+        claims = app.jwt.verify<TokenClaims>(cookie)
+      } else {
+        claims = await request.jwtVerify<TokenClaims>()
+      }
     } catch (error) {
+      if ((error as { statusCode?: number }).statusCode === 403) throw error
       throw new Unauthorized(describeJwtError(error))
     }
     const id = subjectId(claims.sub)
-    if (id === undefined || !Number.isSafeInteger(claims.ver)) {
+    if (id === undefined || !Number.isSafeInteger(claims.ver) || !isSessionId(claims.sid)) {
       throw new Unauthorized('The token is not one this service issued')
     }
-    const user = await findUser(id)
+    const user = await findUser(id, claims.sid)
     if (user === null || user.tokenVersion !== claims.ver) {
       throw new Unauthorized('The token has been revoked')
     }
     const { tokenVersion: _, ...publicUser } = user
     request.currentUser = publicUser
+    request.sessionId = claims.sid
+    request.authenticatedBy = byCookie ? 'cookie' : 'header'
   })
 }
 
 function describeJwtError (error: unknown): string {
   const code = (error as { code?: string }).code
   switch (code) {
-    case 'FST_JWT_NO_AUTHORIZATION_IN_HEADER': return 'The Authorization header is missing'
+    case 'FST_JWT_NO_AUTHORIZATION_IN_HEADER': return 'The Authorization header (or the session cookie) is missing'
     case 'FST_JWT_BAD_REQUEST': return 'The Authorization header must be `Bearer <token>`'
     case 'FST_JWT_AUTHORIZATION_TOKEN_EXPIRED': return 'The token has expired'
     default: return 'The token is invalid'

@@ -300,7 +300,7 @@ t.test('docker compose up --build serves the API from .env.example', { skip: wan
   // as in every other test (test/helpers/build.ts): on a machine shared by several builds a
   // replica that has just started lags past 200 ms and sheds (503 OVERLOADED, as designed),
   // which is not what the rolling restart measures.
-  await writeFile(path.join(dir, '.env'), makeEnv(example, { DB_PASSWORD: password, SECRET: secret, PORT: String(port), JWT_EXPIRES_IN: '2h', LOG_LEVEL: 'info', COMPOSE_SUBNET: subnet, PROXY_IP: proxyIp, RATE_LIMIT_AUTH_MAX: '100000', MAX_EVENT_LOOP_DELAY_MS: '0' }))
+  await writeFile(path.join(dir, '.env'), makeEnv(example, { DB_PASSWORD: password, SECRET: secret, PORT: String(port), ACCESS_TOKEN_TTL: '2h', LOG_LEVEL: 'info', COMPOSE_SUBNET: subnet, PROXY_IP: proxyIp, RATE_LIMIT_AUTH_MAX: '100000', MAX_EVENT_LOOP_DELAY_MS: '0' }))
   const valid = await dc(['config', '-q'])
   t.equal(valid.code, 0, `docker compose config is valid: ${valid.stderr}`)
 
@@ -364,7 +364,7 @@ t.test('docker compose up --build serves the API from .env.example', { skip: wan
     }
     t.equal(inside.get('SECRET'), secret)
     t.equal(inside.get('REDIS_URL'), 'redis://redis:6379', 'the redis service')
-    t.equal(inside.get('JWT_EXPIRES_IN'), '2h')
+    t.equal(inside.get('ACCESS_TOKEN_TTL'), '2h')
     const user = (await run('docker', ['exec', containerId, 'id', '-un'])).stdout.trim()
     t.equal(user, 'node', 'the API runs as the non-root node user')
   })
@@ -382,7 +382,15 @@ t.test('docker compose up --build serves the API from .env.example', { skip: wan
     t.equal(login.status, 200, login.text)
     token = login.json.token
     const claims = JSON.parse(Buffer.from(token.split('.')[1]!, 'base64url').toString()) as { iat: number, exp: number }
-    t.equal(claims.exp - claims.iat, 7200, 'JWT_EXPIRES_IN=2h from .env is used')
+    t.equal(claims.exp - claims.iat, 7200, 'ACCESS_TOKEN_TTL=2h from .env is used')
+    // Sessions: a refresh rotates, a second use of the same refresh token is refused, logout ends a session.
+    const second = await http(base, 'POST', '/api/auth/login', { username: alice.username, password: alice.password })
+    const rotated = await http(base, 'POST', '/api/auth/refresh-token', { refreshToken: second.json.refreshToken })
+    t.equal(rotated.status, 200, rotated.text)
+    t.equal((await http(base, 'POST', '/api/auth/refresh-token', { refreshToken: second.json.refreshToken })).json.code, 'REFRESH_TOKEN_REUSED', 'reuse is detected')
+    const third = await http(base, 'POST', '/api/auth/login', { username: alice.username, password: alice.password })
+    t.equal((await http(base, 'POST', '/api/auth/logout', undefined, third.json.token)).status, 204, 'logout')
+    t.equal((await http(base, 'GET', `/api/user/${userId}`, undefined, third.json.token)).status, 401, 'the logged-out token is refused at once')
     t.equal((await http(base, 'GET', `/api/user/${userId}`, undefined, token)).json.username, alice.username)
     t.equal((await http(base, 'GET', `/api/user/${userId}`)).status, 401, 'no token: 401')
     const lamp = await http(base, 'POST', '/api/product', { title: 'Desk lamp', description: 'Warm light', amount: 2599 }, token)

@@ -34,7 +34,7 @@ t.test('the database is down at start, then comes up', async (t) => {
   t.same(problemViolations(ready), [], 'readiness 503 is problem details with Retry-After')
 
   // A well-signed token for a user that may exist: only the database can say.
-  const token = signToken({ sub: '1', ver: 0 })
+  const token = signToken({ sub: '1', ver: 0, sid: '00000000-0000-4000-8000-000000000000' })
   const routes: [string, string, { body?: unknown, token?: string }][] = [
     ['POST', '/api/user', { body: newUser() }],
     ['POST', '/api/auth/register', { body: newUser() }],

@@ -74,6 +74,10 @@ export interface Session {
   email: string
   password: string
   token: string
+  /** The session's refresh token (token mode). */
+  refreshToken: string
+  /** The session id (the token's `sid` claim). */
+  sid: string
   auth: { authorization: string }
 }
 
@@ -84,8 +88,9 @@ export async function registerAndLogin (app: FastifyInstance, overrides: Paramet
   if (created.statusCode !== 201) throw new Error(`register failed: ${created.statusCode} ${created.body}`)
   const login = await app.inject({ method: 'POST', url: '/api/auth/login', payload: { username: body.username, password: body.password } })
   if (login.statusCode !== 200) throw new Error(`login failed: ${login.statusCode} ${login.body}`)
-  const token = login.json().token as string
-  return { ...body, id: created.json().id, token, auth: { authorization: `Bearer ${token}` } }
+  const { token, refreshToken } = login.json() as { token: string, refreshToken: string }
+  const sid = JSON.parse(Buffer.from(token.split('.')[1]!, 'base64url').toString()).sid as string
+  return { ...body, id: created.json().id, token, refreshToken, sid, auth: { authorization: `Bearer ${token}` } }
 }
 
 /** `app.inject` with the session's bearer token. */

@@ -1,39 +1,106 @@
 /**
- * POST /api/auth/register and POST /api/auth/login. Both spend the client's one budget of
- * bcrypt-costing requests (budget.ts, shared with the user routes);
+ * POST /api/auth/register, /login, /refresh-token and /logout. Register and login spend the
+ * client's one budget of bcrypt-costing requests (budget.ts, shared with the user routes);
  * login is also limited per account (password guesses per account, account-limit.ts).
+ * Login starts a session (src/modules/sessions/): tokens in the body for API clients, or in
+ * HttpOnly cookies for browsers (form posts, or `"mode": "cookie"`).
  */
-import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import fastifyFormbody from '@fastify/formbody'
+import type { FastifyPluginAsyncTypebox, TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import { BadRequest } from '../../lib/problem.js'
-import { problems } from '../../lib/responses.js'
+import { problems, sessionAuth } from '../../lib/responses.js'
+import type { OriginCheck } from '../sessions/csrf.js'
+import { deliverSession } from '../sessions/respond.js'
+import { RefreshBody, SessionResult } from '../sessions/schemas.js'
 import { registrationRoute } from '../users/registration.js'
 import type { AuthBudget } from './budget.js'
-import { LoginBody, LoginResult } from './schemas.js'
+import { LoginBody } from './schemas.js'
 
 export interface AuthRoutesOptions {
   /** The per-client budget of bcrypt-costing requests (shared with the user routes). */
   authBudget: AuthBudget
+  /** ACCESS_TOKEN_TTL, as configured (`15m`): login's `expiresIn`. */
   expiresIn: string
+  /** The CSRF check of browser requests. */
+  originCheck: OriginCheck
 }
+
+const FORM = 'application/x-www-form-urlencoded'
 
 export const authRoutes: FastifyPluginAsyncTypebox<AuthRoutesOptions> = async (app, options) => {
   registrationRoute(app, { url: '/register', tag: 'auth', variant: 'A', authBudget: options.authBudget })
 
-  app.post('/login', {
-    onRequest: options.authBudget,
+  // Login alone also reads HTML form bodies: the parser is registered in this scope only,
+  // so every other route keeps answering 415 to a form.
+  await app.register(async (forms) => {
+    await forms.register(fastifyFormbody)
+    forms.withTypeProvider<TypeBoxTypeProvider>().post('/login', {
+      onRequest: options.authBudget,
+      schema: {
+        tags: ['auth'],
+        summary: 'Log in with username (or e-mail) and password; starts a session',
+        description: 'JSON or an HTML form (`application/x-www-form-urlencoded`). Token mode (JSON\'s default) returns the access and refresh tokens; ' +
+          'cookie mode (forms\' default, or `"mode": "cookie"`) sets them as HttpOnly cookies instead. A browser request from another origin is refused (403 `CSRF_REJECTED`).',
+        body: LoginBody,
+        response: { 200: SessionResult, ...problems(400, 401, 403, 413, 415, 429) }
+      }
+    }, async (request, reply) => {
+      options.originCheck(request, { requireOrigin: false })
+      const { username, identity, password } = request.body
+      const login = username ?? identity
+      if (login === undefined || (username !== undefined && identity !== undefined)) {
+        throw new BadRequest('Send exactly one of `username` and `identity`')
+      }
+      const mode = request.body.mode ?? (request.headers['content-type']?.toLowerCase().startsWith(FORM) === true ? 'cookie' : 'token')
+      const account = await app.users.login(login, password, reply)
+      const issued = await app.sessions.start(account)
+      return deliverSession(reply, app.sessionCookies, issued, mode, options.expiresIn)
+    })
+  })
+
+  app.post('/refresh-token', {
+    // No body at all (a browser's refresh, by cookie) is an empty one.
+    preValidation: async (request) => { if (request.body === undefined || request.body === null) request.body = {} },
     schema: {
       tags: ['auth'],
-      summary: 'Log in with username (or e-mail) and password; returns a JWT',
-      body: LoginBody,
-      response: { 200: LoginResult, ...problems(400, 401, 413, 415, 429) }
+      summary: 'Trade a refresh token for new access and refresh tokens (rotation)',
+      description: 'The refresh token comes from the body (`{"refreshToken": ...}`, token mode) or from the refresh cookie (cookie mode; then the origin is checked). ' +
+        'Each refresh token works once: presenting a used one again revokes the whole session (401 `REFRESH_TOKEN_REUSED`), as does a race of two refreshes with one token. ' +
+        'An expired or unknown token, or one of a session ended by logout or a password change: 401 `INVALID_REFRESH_TOKEN`.',
+      body: RefreshBody,
+      response: { 200: SessionResult, ...problems(400, 401, 403, 413, 415) }
     }
   }, async (request, reply) => {
-    const { username, identity, password } = request.body
-    const login = username ?? identity
-    if (login === undefined || (username !== undefined && identity !== undefined)) {
-      throw new BadRequest('Send exactly one of `username` and `identity`')
+    const cookies = app.sessionCookies
+    let token = request.body.refreshToken
+    let mode: 'token' | 'cookie' = 'token'
+    if (token === undefined) {
+      token = cookies.refresh(request)
+      mode = 'cookie'
+      if (token === undefined) throw new BadRequest('Send the refresh token: `{"refreshToken": ...}` or the refresh cookie')
+      options.originCheck(request, { requireOrigin: true })
     }
-    const { token, userId } = await app.users.login(login, password, reply)
-    return { token, tokenType: 'Bearer' as const, expiresIn: options.expiresIn, userId }
+    try {
+      return deliverSession(reply, cookies, await app.sessions.refresh(token), mode, options.expiresIn)
+    } catch (error) {
+      // A browser whose refresh failed must log in again: drop the dead cookies.
+      if (mode === 'cookie' && (error as { statusCode?: number }).statusCode === 401) cookies.clear(reply)
+      throw error
+    }
+  })
+
+  app.post('/logout', {
+    onRequest: app.authenticate,
+    schema: {
+      tags: ['auth'],
+      summary: 'End the session: its access token and refresh tokens stop working at once',
+      description: 'Authenticated by the access token (header or cookie; a cookie-authenticated logout passes the origin check). Clears the session cookies.',
+      security: sessionAuth,
+      response: { 204: { type: 'null', description: 'logged out' }, ...problems(401, 403) }
+    }
+  }, async (request, reply) => {
+    await app.sessions.logout(request.sessionId!)
+    app.sessionCookies.clear(reply)
+    return reply.code(204).send(null)
   })
 }

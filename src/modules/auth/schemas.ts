@@ -1,5 +1,6 @@
 /** Schemas of login. */
 import { Type } from 'typebox'
+import { SessionMode } from '../sessions/schemas.js'
 import { passwordToCheck } from '../users/schemas.js'
 
 /**
@@ -11,12 +12,6 @@ const LoginName = Type.String({ minLength: 1, maxLength: 254, description: 'your
 export const LoginBody = Type.Object({
   username: Type.Optional(LoginName),
   identity: Type.Optional(LoginName),
-  password: passwordToCheck('your password')
-}, { additionalProperties: false, examples: [{ username: 'alice', password: 'wonderland!' }, { identity: 'alice@example.com', password: 'wonderland!' }] })
-
-export const LoginResult = Type.Object({
-  token: Type.String({ description: 'JWT (HS256); send it as `Authorization: Bearer <token>`' }),
-  tokenType: Type.Literal('Bearer'),
-  expiresIn: Type.String({ description: 'lifetime, e.g. `72h`' }),
-  userId: Type.Integer()
-}, { examples: [{ token: 'eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxIiwidmVyIjowfQ.signature', tokenType: 'Bearer', expiresIn: '72h', userId: 1 }] })
+  password: passwordToCheck('your password'),
+  mode: Type.Optional(SessionMode)
+}, { additionalProperties: false, examples: [{ username: 'alice', password: 'wonderland!' }, { identity: 'alice@example.com', password: 'wonderland!' }, { username: 'alice', password: 'wonderland!', mode: 'cookie' }] })

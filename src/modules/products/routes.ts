@@ -4,7 +4,7 @@
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import createError from '@fastify/error'
-import { bearerAuth, problems } from '../../lib/responses.js'
+import { problems, sessionAuth } from '../../lib/responses.js'
 import { IdParams, NoContent } from '../../lib/schemas.js'
 import { CSV_CONTENT_TYPE } from './csv.js'
 import { productImageRoutes, PRODUCT_IMAGE_ROUTE } from './image-routes.js'
@@ -83,7 +83,7 @@ export const productRoutes: FastifyPluginAsyncTypebox<ProductRoutesOptions> = as
     schema: {
       tags: ['products'],
       summary: 'Create a product; you are recorded as its creator',
-      security: bearerAuth,
+      security: sessionAuth,
       body: CreateProductBody,
       response: { 201: Product, ...problems(400, 401, 413, 415) }
     }
@@ -96,7 +96,7 @@ export const productRoutes: FastifyPluginAsyncTypebox<ProductRoutesOptions> = as
     schema: {
       tags: ['products'],
       summary: 'Delete a product you created (and its image)',
-      security: bearerAuth,
+      security: sessionAuth,
       params: IdParams,
       response: { 204: NoContent('deleted'), ...problems(400, 401, 403, 404) }
     }

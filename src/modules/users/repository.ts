@@ -19,6 +19,7 @@ const PUBLIC_COLUMNS = {
   id: 'id',
   username: 'username',
   email: 'email',
+  names: 'names',
   createdAt: 'created_at',
   updatedAt: 'updated_at'
 } as const satisfies Record<keyof PublicUser, string>
@@ -36,8 +37,11 @@ interface LoginAccount {
   credentials: { id: number, passwordHash: string, tokenVersion: number } | null
 }
 
-const TOKEN_USER_SQL = `SELECT ${Object.entries(PUBLIC_COLUMNS).map(([field, column]) => `${column} AS "${field}"`).join(', ')},
-  token_version AS "tokenVersion" FROM users WHERE id = $1`
+// The session check is a join on the session's primary key in the same statement: no
+// second round trip (bench/README.md, "Session check").
+const TOKEN_USER_SQL = `SELECT ${Object.entries(PUBLIC_COLUMNS).map(([field, column]) => `u.${column} AS "${field}"`).join(', ')},
+  u.token_version AS "tokenVersion" FROM users u JOIN sessions s ON s.user_id = u.id
+  WHERE u.id = $1 AND s.id = $2 AND s.revoked_at IS NULL`
 
 // One row whether or not the account exists: the name folded by the database (citext
 // compares `lower()` of both sides under the database's collation, so this is the one
@@ -61,9 +65,9 @@ function usersRepository (prisma: PrismaClient) {
   }
 
   return {
-    /** The user a token names, with its token version; run on every authenticated request. */
-    async findTokenUser (id: number): Promise<TokenUser | null> {
-      const [row] = await prepared<TokenUser>('token-user', TOKEN_USER_SQL, [id])
+    /** The user a token names, with its token version, if the token's session is live; run on every authenticated request. */
+    async findTokenUser (id: number, sessionId: string): Promise<TokenUser | null> {
+      const [row] = await prepared<TokenUser>('token-user-session', TOKEN_USER_SQL, [id, sessionId])
       return row ?? null
     },
 
@@ -81,7 +85,7 @@ function usersRepository (prisma: PrismaClient) {
       return { folded: row.folded, credentials }
     },
 
-    async create (data: { username: string, email: string, passwordHash: string }): Promise<TokenUser> {
+    async create (data: { username: string, email: string, names?: string, passwordHash: string }): Promise<TokenUser> {
       return await prisma.user.create({ data, select: { ...publicUserSelect, tokenVersion: true } })
     },
 
@@ -91,7 +95,7 @@ function usersRepository (prisma: PrismaClient) {
     },
 
     /** Changes a user; a new password hash also bumps the token version (earlier tokens stop working). */
-    async update (id: number, data: { username?: string, email?: string, passwordHash?: string }): Promise<TokenUser> {
+    async update (id: number, data: { username?: string, email?: string, names?: string | null, passwordHash?: string }): Promise<TokenUser> {
       return await prisma.user.update({
         where: { id },
         data: data.passwordHash === undefined ? data : { ...data, tokenVersion: { increment: 1 } },
@@ -100,7 +104,7 @@ function usersRepository (prisma: PrismaClient) {
     },
 
     /**
-     * Deletes the user and, by the foreign key's ON DELETE CASCADE, their products; the
+     * Deletes the user and, by the foreign keys' ON DELETE CASCADE, their products and sessions; the
      * result says whether there was such a user.
      */
     async delete (id: number): Promise<boolean> {

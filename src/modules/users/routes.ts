@@ -7,9 +7,10 @@ import type { FastifyRequest } from 'fastify'
 import createError from '@fastify/error'
 import { budget, type AttemptStore } from '../../lib/attempts.js'
 import { Forbidden } from '../../lib/problem.js'
-import { bearerAuth, problems } from '../../lib/responses.js'
+import { problems, sessionAuth } from '../../lib/responses.js'
 import { IdParams, NoContent } from '../../lib/schemas.js'
 import type { AuthBudget } from '../auth/budget.js'
+import { deliverSession } from '../sessions/respond.js'
 import { registrationRoute } from './registration.js'
 import { DeleteUserBody, UpdatedUser, UpdateUserBody, User, type PublicUser } from './schemas.js'
 
@@ -18,6 +19,8 @@ export interface UserRoutesOptions {
   authBudget: AuthBudget
   /** Changes of one's own record (PATCH, DELETE) per user and window. */
   accountChanges: { max: number, timeWindow: number, store?: AttemptStore }
+  /** ACCESS_TOKEN_TTL, as configured: `expiresIn` of the session a password change starts. */
+  expiresIn: string
 }
 
 const TooManyAccountChanges = createError('RATE_LIMITED', 'Too many changes to this account; retry in %d s', 429)
@@ -40,7 +43,7 @@ export const userRoutes: FastifyPluginAsyncTypebox<UserRoutesOptions> = async (a
     schema: {
       tags: ['users'],
       summary: 'Fetch your own user record',
-      security: bearerAuth,
+      security: sessionAuth,
       params: IdParams,
       response: { 200: User, ...problems(400, 401, 403) }
     }
@@ -54,9 +57,10 @@ export const userRoutes: FastifyPluginAsyncTypebox<UserRoutesOptions> = async (a
     schema: {
       tags: ['users'],
       summary: 'Change your username, e-mail and/or password',
-      description: 'Changing the password needs `currentPassword` (a wrong one: 403 `WRONG_PASSWORD`); it revokes every earlier token and returns a new one. ' +
+      description: 'Changing the password needs `currentPassword` (a wrong one: 403 `WRONG_PASSWORD`); it ends every session, this one included, and starts a new one ' +
+        '(new tokens in the body, or new cookies when this request was authenticated by cookie). ' +
         'Limited per user (`ACCOUNT_CHANGES_MAX`) and, when a password is sent, per client (`RATE_LIMIT_AUTH_MAX`) and per account (`LOGIN_FAILURES_MAX`): 429.',
-      security: bearerAuth,
+      security: sessionAuth,
       params: IdParams,
       body: UpdateUserBody,
       response: { 200: UpdatedUser, ...problems(400, 401, 403, 404, 409, 413, 415, 429) }
@@ -69,7 +73,11 @@ export const userRoutes: FastifyPluginAsyncTypebox<UserRoutesOptions> = async (a
       await options.authBudget(request, reply)
       await users.checkCurrentPassword(id, request.body.currentPassword, reply)
     }
-    return await users.update(id, request.body)
+    const { user, tokenVersion } = await users.update(id, request.body)
+    if (tokenVersion === undefined) return { user }
+    const issued = await app.sessions.start({ id, tokenVersion })
+    const mode = request.authenticatedBy === 'cookie' ? 'cookie' : 'token'
+    return { user, ...deliverSession(reply, app.sessionCookies, issued, mode, options.expiresIn) }
   })
 
   app.delete('/:id', {
@@ -79,7 +87,7 @@ export const userRoutes: FastifyPluginAsyncTypebox<UserRoutesOptions> = async (a
       summary: 'Delete your user record and your products',
       description: 'Needs your current password in the body, `{ "password": ... }` (a wrong one: 403 `WRONG_PASSWORD`). ' +
         'Limited per user (`ACCOUNT_CHANGES_MAX`), per client (`RATE_LIMIT_AUTH_MAX`) and per account (`LOGIN_FAILURES_MAX`): 429.',
-      security: bearerAuth,
+      security: sessionAuth,
       params: IdParams,
       body: DeleteUserBody,
       response: { 204: NoContent('deleted'), ...problems(400, 401, 403, 404, 413, 415, 429) }
@@ -89,6 +97,8 @@ export const userRoutes: FastifyPluginAsyncTypebox<UserRoutesOptions> = async (a
     await changes.spend(`user:${id}`, reply)
     await options.authBudget(request, reply)
     await users.deleteOwn(id, request.body.password, reply)
+    // Its sessions went with it (foreign key cascade); a browser's cookies go too.
+    app.sessionCookies.clear(reply)
     return reply.code(204).send(null)
   })
 }

@@ -1,6 +1,7 @@
 /** Schemas of the user resource; the TypeScript types come from them. */
 import { Type, type Static } from 'typebox'
 import { Id, Timestamp } from '../../lib/schemas.js'
+import { SessionResult } from '../sessions/schemas.js'
 
 /** Letters, digits, `.`, `_` and `-`: never `@`, so a login name with `@` is an e-mail. */
 const Username = Type.String({ minLength: 3, maxLength: 32, pattern: '^[A-Za-z0-9._-]+$', description: '3-32 letters, digits, `.`, `_` or `-`' })
@@ -11,11 +12,19 @@ const Email = Type.String({ format: 'email', minLength: 3, maxLength: 254 })
  */
 const Password = Type.String({ minLength: 8, maxLength: 72, description: '8 to 72 bytes in UTF-8' })
 
+/**
+ * The display name (as in the original recipes' `names`): free text, 1-100 characters, no
+ * control characters (which would garble logs and terminals); NUL and lone surrogates are
+ * refused like in every string (src/lib/validation.ts).
+ */
+export const Names = Type.String({ minLength: 1, maxLength: 100, pattern: '^(?!\\s*$)[^\\p{Cc}]+$', description: 'display name, 1-100 characters, not only spaces, no control characters' })
+
 export const RegisterBody = Type.Object({
   username: Username,
   email: Email,
-  password: Password
-}, { additionalProperties: false, examples: [{ username: 'alice', email: 'alice@example.com', password: 'wonderland!' }] })
+  password: Password,
+  names: Type.Optional(Names)
+}, { additionalProperties: false, examples: [{ username: 'alice', email: 'alice@example.com', password: 'wonderland!', names: 'Alice Liddell' }] })
 export type RegisterInput = Static<typeof RegisterBody>
 
 /** A password to check (not to set): any length a login accepts; a wrong one is a 403, not a 400. */
@@ -24,6 +33,7 @@ export const passwordToCheck = (description: string) => Type.String({ minLength:
 export const UpdateUserBody = Type.Object({
   username: Type.Optional(Username),
   email: Type.Optional(Email),
+  names: Type.Optional(Type.Union([Names, Type.Null()], { description: 'your display name; `null` removes it' })),
   password: Type.Optional(Password),
   currentPassword: Type.Optional(passwordToCheck('your current password: required with `password`, checked whenever sent'))
 }, {
@@ -37,12 +47,13 @@ export const DeleteUserBody = Type.Object({
   password: passwordToCheck('your current password')
 }, { additionalProperties: false, examples: [{ password: 'wonderland!' }] })
 
-const userExample = { id: 1, username: 'alice', email: 'alice@example.com', createdAt: '2026-11-23T20:00:00.000Z', updatedAt: '2026-11-23T20:00:00.000Z' }
+const userExample = { id: 1, username: 'alice', email: 'alice@example.com', names: 'Alice Liddell', createdAt: '2026-11-23T20:00:00.000Z', updatedAt: '2026-11-23T20:00:00.000Z' }
 
 export const User = Type.Object({
   id: Id,
   username: Type.String(),
   email: Type.String(),
+  names: Type.Union([Type.String(), Type.Null()], { description: 'display name; null when none was given' }),
   createdAt: Timestamp,
   updatedAt: Timestamp
 }, {
@@ -52,7 +63,13 @@ export const User = Type.Object({
 /** A user as it may leave the service (and as `request.currentUser` holds it). */
 export type PublicUser = Static<typeof User>
 
+/**
+ * A password change ends every session, this one too, and starts a new one: its fields
+ * (as login's, `token` and `refreshToken` in token mode, cookies in cookie mode) are
+ * present only then.
+ */
 export const UpdatedUser = Type.Object({
   user: User,
-  token: Type.Optional(Type.String({ description: 'a new token, present when the password changed (earlier tokens stop working)' }))
+  ...Type.Partial(SessionResult).properties,
+  token: Type.Optional(Type.String({ description: 'a new access token, present when the password changed (earlier tokens stop working); absent in cookie mode' }))
 }, { examples: [{ user: userExample }] })

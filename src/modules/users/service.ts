@@ -25,7 +25,6 @@ function checkPasswordBytes (password: string): void {
 interface UsersServiceDependencies {
   users: UsersRepository
   passwords: PasswordHasher
-  signToken: (user: { id: number, tokenVersion: number }) => Promise<string>
   /** The per-account budget of password guesses (login and current-password checks). */
   guesses: AccountLimiter
   /**
@@ -35,7 +34,7 @@ interface UsersServiceDependencies {
   deleteUser: (id: number) => Promise<boolean>
 }
 
-function usersService ({ users, passwords, signToken, guesses, deleteUser }: UsersServiceDependencies) {
+function usersService ({ users, passwords, guesses, deleteUser }: UsersServiceDependencies) {
   /** bcrypt's verdict, or the time of one spent on nothing when there is no hash to compare or the password is longer than bcrypt reads. */
   async function verify (password: string, passwordHash: string | undefined): Promise<boolean> {
     return passwordHash === undefined || Buffer.byteLength(password, 'utf8') > MAX_PASSWORD_BYTES
@@ -62,23 +61,24 @@ function usersService ({ users, passwords, signToken, guesses, deleteUser }: Use
       const passwordHash = await passwords.hash(body.password)
       // A duplicate username or e-mail, even from a racing registration, fails on the
       // unique index and is answered 409 by the error handler.
-      const { tokenVersion: _, ...user } = await users.create({ username: body.username, email: body.email, passwordHash })
+      const { tokenVersion: _, ...user } = await users.create({ username: body.username, email: body.email, names: body.names, passwordHash })
       return user
     },
 
     /**
-     * Returns a token for valid credentials; the same 401 for an unknown user or a wrong
-     * password. The guess is reserved on the account's counter before the bcrypt work
-     * (429 when none is left) and given back when it is right.
+     * Returns the account for valid credentials (the caller starts a session: app.sessions);
+     * the same 401 for an unknown user or a wrong password. The guess is reserved on the
+     * account's counter before the bcrypt work (429 when none is left) and given back when
+     * it is right.
      */
-    async login (login: string, password: string, reply: FastifyReply): Promise<{ token: string, userId: number }> {
+    async login (login: string, password: string, reply: FastifyReply): Promise<{ id: number, tokenVersion: number }> {
       const account = await users.findLoginAccount(login.includes('@') ? { email: login } : { username: login })
       const reservation = await guesses.reserve(accountKey(account), reply)
       const { credentials } = account
       const valid = await verify(password, credentials?.passwordHash)
       if (!valid || credentials === null) throw new Unauthorized('The username or password is wrong')
       await guesses.release(reservation)
-      return { token: await signToken(credentials), userId: credentials.id }
+      return { id: credentials.id, tokenVersion: credentials.tokenVersion }
     },
 
     checkCurrentPassword,
@@ -91,8 +91,12 @@ function usersService ({ users, passwords, signToken, guesses, deleteUser }: Use
       }
     },
 
-    /** Changes a user; `currentPassword`, when sent, has been checked (`checkCurrentPassword`). */
-    async update (id: number, body: UpdateUserInput): Promise<{ user: PublicUser, token?: string }> {
+    /**
+     * Changes a user; `currentPassword`, when sent, has been checked (`checkCurrentPassword`).
+     * A new password ends every session (the token version moves on): `tokenVersion` is
+     * then the new one, for the caller's new session.
+     */
+    async update (id: number, body: UpdateUserInput): Promise<{ user: PublicUser, tokenVersion?: number }> {
       const { password, currentPassword: _, ...fields } = body
       let passwordHash: string | undefined
       if (password !== undefined) {
@@ -101,7 +105,7 @@ function usersService ({ users, passwords, signToken, guesses, deleteUser }: Use
       }
       const { tokenVersion, ...user } = await users.update(id, { ...fields, passwordHash })
       if (passwordHash === undefined) return { user }
-      return { user, token: await signToken({ id, tokenVersion }) }
+      return { user, tokenVersion }
     },
 
     /** Deletes the own record after checking its password; 404 when a concurrent request deleted it first. */
@@ -135,5 +139,5 @@ interface UsersServicePluginOptions {
 }
 
 export default fp(async function usersServicePlugin (app: FastifyInstance, options: UsersServicePluginOptions) {
-  app.decorate('users', usersService({ users: app.usersRepository, passwords: app.passwords, signToken: app.signToken, guesses: options.guesses, deleteUser: app.productImages.deleteUser }))
-}, { name: 'users-service', fastify: '5.x', dependencies: ['users-repository', 'passwords', 'authentication', 'product-images'] })
+  app.decorate('users', usersService({ users: app.usersRepository, passwords: app.passwords, guesses: options.guesses, deleteUser: app.productImages.deleteUser }))
+}, { name: 'users-service', fastify: '5.x', dependencies: ['users-repository', 'passwords', 'product-images'] })

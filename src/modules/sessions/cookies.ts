@@ -1,0 +1,66 @@
+/**
+ * The session cookies of browser clients (docs/api.md, "Browser clients"), set through
+ * @fastify/cookie.
+ *
+ * - `HttpOnly`: page scripts never see the tokens (an XSS cannot carry them away).
+ * - `Secure` unless COOKIE_SECURE=false (local plain HTTP), and then the `__Secure-` name
+ *   prefix, which browsers honour only for Secure cookies set over HTTPS. `__Host-` would be
+ *   stronger (no Domain, so a sibling subdomain cannot plant one) but requires `Path=/`,
+ *   and each cookie here is scoped to a narrower path on purpose.
+ * - `SameSite=Strict`: the cookies serve the API called by the service's own pages, never
+ *   a top-level navigation arriving from another site, so Lax's one allowance (cross-site
+ *   top-level GETs) buys nothing. SameSite counts sibling subdomains as the same site, which
+ *   is why unsafe methods are also checked by origin (csrf.ts).
+ * - Paths: the access token goes to `/api` only (not to /docs or /health), the refresh token
+ *   to `/api/auth/refresh-token` only, so no other route ever receives it.
+ */
+import type { FastifyReply, FastifyRequest } from 'fastify'
+
+export const ACCESS_COOKIE_PATH = '/api'
+export const REFRESH_COOKIE_PATH = '/api/auth/refresh-token'
+
+export interface SessionCookieNames {
+  access: string
+  refresh: string
+}
+
+export function sessionCookieNames (secure: boolean): SessionCookieNames {
+  return secure
+    ? { access: '__Secure-access_token', refresh: '__Secure-refresh_token' }
+    : { access: 'access_token', refresh: 'refresh_token' }
+}
+
+export interface SessionCookies {
+  names: SessionCookieNames
+  /** Sets both cookies; each lives as long as its token. */
+  set: (reply: FastifyReply, tokens: { accessToken: string, accessExpiresAt: Date, refreshToken: string, refreshExpiresAt: Date }) => void
+  /** Expires both cookies (same name, path and attributes, or browsers keep them). */
+  clear: (reply: FastifyReply) => void
+  /** The access token's cookie, if the request carries one. */
+  access: (request: FastifyRequest) => string | undefined
+  /** The refresh token's cookie, if the request carries one. */
+  refresh: (request: FastifyRequest) => string | undefined
+}
+
+export function sessionCookies (options: { secure: boolean }): SessionCookies {
+  const names = sessionCookieNames(options.secure)
+  const attributes = { httpOnly: true, secure: options.secure, sameSite: 'strict' as const }
+  const seconds = (until: Date) => Math.max(0, Math.floor((until.getTime() - Date.now()) / 1000))
+  const read = (request: FastifyRequest, name: string) => {
+    const value = request.cookies?.[name]
+    return value === undefined || value === '' ? undefined : value
+  }
+  return {
+    names,
+    set (reply, tokens) {
+      reply.setCookie(names.access, tokens.accessToken, { ...attributes, path: ACCESS_COOKIE_PATH, maxAge: seconds(tokens.accessExpiresAt) })
+      reply.setCookie(names.refresh, tokens.refreshToken, { ...attributes, path: REFRESH_COOKIE_PATH, maxAge: seconds(tokens.refreshExpiresAt) })
+    },
+    clear (reply) {
+      reply.clearCookie(names.access, { ...attributes, path: ACCESS_COOKIE_PATH })
+      reply.clearCookie(names.refresh, { ...attributes, path: REFRESH_COOKIE_PATH })
+    },
+    access: (request) => read(request, names.access),
+    refresh: (request) => read(request, names.refresh)
+  }
+}

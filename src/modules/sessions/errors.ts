@@ -1,0 +1,9 @@
+/** Errors of the session routes (docs/api.md, "Errors"). */
+import createError from '@fastify/error'
+
+/** Unknown, malformed, expired refresh token, or one of an ended session. */
+export const InvalidRefreshToken = createError('INVALID_REFRESH_TOKEN', '%s', 401)
+/** A refresh token presented a second time: the whole session has been revoked. */
+export const RefreshTokenReused = createError('REFRESH_TOKEN_REUSED', 'This refresh token was already used; the session has been revoked (log in again)', 401)
+/** A cookie-authenticated change from a page of another origin, or one that does not say where it comes from. */
+export const CsrfRejected = createError('CSRF_REJECTED', '%s', 403)

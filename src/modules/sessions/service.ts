@@ -1,0 +1,75 @@
+/**
+ * Sessions: a login starts one (an access token carrying its id, `sid`, and a refresh
+ * token); a refresh rotates the refresh token and issues a new access token; logout or a
+ * reused refresh token revokes it. The access token is checked against the session on
+ * every request (src/plugins/authentication.ts), so revocation is immediate.
+ */
+import type { JWT } from '@fastify/jwt'
+import { InvalidRefreshToken, RefreshTokenReused } from './errors.js'
+import type { SessionsRepository } from './repository.js'
+import { hashRefreshToken, isRefreshTokenShaped, newRefreshToken } from './tokens.js'
+
+export interface IssuedSession {
+  sessionId: string
+  userId: number
+  accessToken: string
+  accessExpiresAt: Date
+  refreshToken: string
+  refreshExpiresAt: Date
+}
+
+export interface SessionsServiceDependencies {
+  sessions: SessionsRepository
+  /** Signs an access token (src/plugins/authentication.ts). */
+  signToken: (user: { id: number, tokenVersion: number }, sessionId: string) => Promise<string>
+  jwt: Pick<JWT, 'decode'>
+  /** Lifetime of a refresh token, in ms. */
+  refreshTtlMs: number
+}
+
+const REFUSALS = {
+  unknown: 'The refresh token is not one this service issued',
+  expired: 'The refresh token has expired; log in again',
+  ended: 'The session has ended (logout or password change); log in again'
+} as const
+
+export function sessionsService (options: SessionsServiceDependencies) {
+  const { sessions, signToken, jwt } = options
+
+  async function issue (sessionId: string, user: { id: number, tokenVersion: number }, refresh: { token: string }, refreshExpiresAt: Date): Promise<IssuedSession> {
+    const accessToken = await signToken(user, sessionId)
+    const { exp } = jwt.decode<{ exp: number }>(accessToken)!
+    return { sessionId, userId: user.id, accessToken, accessExpiresAt: new Date(exp * 1000), refreshToken: refresh.token, refreshExpiresAt }
+  }
+
+  return {
+    /** A new session for a user whose password was just checked. */
+    async start (user: { id: number, tokenVersion: number }): Promise<IssuedSession> {
+      const refresh = newRefreshToken()
+      const expiresAt = new Date(Date.now() + options.refreshTtlMs)
+      const sessionId = await sessions.create(user, refresh.hash, expiresAt)
+      return await issue(sessionId, user, refresh, expiresAt)
+    },
+
+    /**
+     * Rotates a refresh token: new access and refresh tokens, the old one used up. A token
+     * presented twice revokes its session (both holders must log in again): 401.
+     */
+    async refresh (token: string): Promise<IssuedSession> {
+      if (!isRefreshTokenShaped(token)) throw new InvalidRefreshToken(REFUSALS.unknown)
+      const next = newRefreshToken()
+      const expiresAt = new Date(Date.now() + options.refreshTtlMs)
+      const result = await sessions.rotate(hashRefreshToken(token), next.hash, expiresAt)
+      if (result === 'reused') throw new RefreshTokenReused()
+      if (typeof result === 'string') throw new InvalidRefreshToken(REFUSALS[result])
+      return await issue(result.sessionId, { id: result.userId, tokenVersion: result.tokenVersion }, next, expiresAt)
+    },
+
+    /** Ends a session: its access token and refresh tokens stop working at once. */
+    async logout (sessionId: string): Promise<void> {
+      await sessions.revoke(sessionId)
+    }
+  }
+}
+
+export type SessionsService = ReturnType<typeof sessionsService>
