@@ -140,7 +140,25 @@ t.test('each route answers every status it documents, and documents every status
       415: () => app.inject({ method: 'POST', url: '/api/auth/login', ...text }),
       429: () => overBudget(() => limited.inject({ method: 'POST', url: '/api/auth/login', payload: { username: me.username, password: me.password } })),
       500: () => failingQueries(() => app.inject({ method: 'POST', url: '/api/auth/login', payload: { username: me.username, password: me.password } })),
-      503: () => down.inject({ method: 'POST', url: '/api/auth/login', payload: { username: me.username, password: me.password } })
+      503: () => down.inject({ method: 'POST', url: '/api/auth/login', payload: { username: me.username, password: me.password } }),
+      403: () => app.inject({ method: 'POST', url: '/api/auth/login', headers: { origin: 'https://evil.example' }, payload: { username: me.username, password: me.password } })
+    },
+    'POST /api/auth/refresh-token': {
+      200: async () => { const s = await registerAndLogin(app); return await app.inject({ method: 'POST', url: '/api/auth/refresh-token', payload: { refreshToken: s.refreshToken } }) },
+      400: () => app.inject({ method: 'POST', url: '/api/auth/refresh-token', payload: { refreshToken: 42 } }),
+      401: () => app.inject({ method: 'POST', url: '/api/auth/refresh-token', payload: { refreshToken: 'A'.repeat(43) } }),
+      403: () => app.inject({ method: 'POST', url: '/api/auth/refresh-token', headers: { cookie: `__Secure-refresh_token=${me.refreshToken}` } }),
+      413: () => app.inject({ method: 'POST', url: '/api/auth/refresh-token', payload: { refreshToken: 'x'.repeat(2_000_000) } }),
+      415: () => app.inject({ method: 'POST', url: '/api/auth/refresh-token', ...text }),
+      500: () => failingQueries(() => app.inject({ method: 'POST', url: '/api/auth/refresh-token', payload: { refreshToken: me.refreshToken } })),
+      503: () => down.inject({ method: 'POST', url: '/api/auth/refresh-token', payload: { refreshToken: me.refreshToken } })
+    },
+    'POST /api/auth/logout': {
+      204: async () => { const s = await registerAndLogin(app); return await app.inject({ method: 'POST', url: '/api/auth/logout', headers: s.auth }) },
+      401: () => app.inject({ method: 'POST', url: '/api/auth/logout' }),
+      403: () => app.inject({ method: 'POST', url: '/api/auth/logout', headers: { cookie: `__Secure-access_token=${me.token}`, origin: 'https://evil.example' } }),
+      500: () => failingQueries(() => app.inject({ method: 'POST', url: '/api/auth/logout', headers: me.auth })),
+      503: () => down.inject({ method: 'POST', url: '/api/auth/logout', headers: me.auth })
     },
     'GET /api/user/{id}': {
       200: () => app.inject({ url: `/api/user/${me.id}`, headers: me.auth }),
