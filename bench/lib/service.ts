@@ -95,23 +95,20 @@ export function getUserCookieRequests (users: readonly BenchUser[]): autocannon.
 }
 
 /**
- * POST /api/auth/refresh-token in token mode: each connection rotates its own session, one
- * refresh after the other, always with the refresh token the previous answer gave (a reuse
- * would revoke the session, and the rest would be 401s: they show as non-2xx).
+ * POST /api/auth/refresh-token in token mode: a queue of live refresh tokens, one per session
+ * (as many sessions as connections); a request takes one, its answer puts the new one back,
+ * so no token is ever sent twice (a reuse would revoke the session: 401s, shown as non-2xx).
+ * Not autocannon's per-connection context: it is reset after each pass over `requests`.
  */
 export function refreshRequests (sessions: readonly BenchUser[]): autocannon.Request[] {
-  let nextSession = 0
-  type Context = { refreshToken?: string }
+  const live = sessions.map((s) => s.refreshToken!)
   return [{
     method: 'POST',
     path: '/api/auth/refresh-token',
     headers: { 'content-type': 'application/json' },
-    setupRequest: (request, context: Context) => {
-      context.refreshToken ??= sessions[nextSession++ % sessions.length]!.refreshToken
-      return { ...request, body: JSON.stringify({ refreshToken: context.refreshToken }) }
-    },
-    onResponse: (status, body, context: Context) => {
-      if (status === 200) context.refreshToken = (JSON.parse(body) as { refreshToken: string }).refreshToken
+    setupRequest: (request) => ({ ...request, body: JSON.stringify({ refreshToken: live.shift() ?? 'none-left' }) }),
+    onResponse: (status, body) => {
+      if (status === 200) live.push((JSON.parse(body) as { refreshToken: string }).refreshToken)
     }
   }]
 }
