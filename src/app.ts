@@ -10,7 +10,7 @@ import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastif
 import { durationMs, type Config } from './config.js'
 import { MemoryAttemptStore, type AttemptStore } from './lib/attempts.js'
 import { RedisAttemptStore } from './lib/redis-attempts.js'
-import { createValidatorCompiler, strictIntegerStrings } from './lib/validation.js'
+import { createValidatorCompiler } from './lib/validation.js'
 import { adminApiKeyScheme } from './modules/admin/api-keys.js'
 import { adminRoutes } from './modules/admin/routes.js'
 import { accountLimiter } from './modules/auth/account-limit.js'
@@ -67,7 +67,6 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
   // hand a string to the JSON schemas (a 400) where the right answer is 415.
   app.removeContentTypeParser('text/plain')
   app.setValidatorCompiler(createValidatorCompiler())
-  app.addHook('onRoute', strictIntegerStrings)
 
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id)

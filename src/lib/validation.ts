@@ -14,9 +14,9 @@
  * surrogate (so "\ud800" and "\udc00" would be one password) and C implementations stop
  * at NUL.
  */
-import { Ajv, type Options, type SchemaValidateFunction } from 'ajv'
+import { Ajv, type ErrorObject, type Options, type SchemaValidateFunction } from 'ajv'
 import formats from 'ajv-formats'
-import type { FastifyRequest, FastifySchemaCompiler, RouteOptions } from 'fastify'
+import type { FastifySchemaCompiler } from 'fastify'
 
 /** NUL, or a surrogate that is not half of a pair (with the `u` flag a pair is one code point). */
 // eslint-disable-next-line no-control-regex -- NUL is exactly what this looks for
@@ -61,7 +61,52 @@ export function requireWellFormedText (schema: unknown): unknown {
   return copy
 }
 
-function makeAjv (options: Options): Ajv {
+/** A plain decimal integer: no sign but `-`, no leading zeros, no exponent, hex or blanks. */
+const DECIMAL_INTEGER = /^-?(0|[1-9][0-9]*)$/
+export const DECIMAL_INTEGER_MESSAGE = 'must be a decimal integer'
+
+interface SubSchema { type?: unknown, items?: SubSchema }
+
+/** JSON Pointer escaping of one path segment (RFC 6901), as Ajv writes `instancePath`. */
+const pointer = (key: string | number): string => `/${String(key).replace(/~/g, '~0').replace(/\//g, '~1')}`
+
+/**
+ * Ajv's coercion reads `1e3`, ` 12` and `0x10` as integers, so `/api/product/0x10` would
+ * fetch product 16. The keyword sits on the object of a string-sourced part (params,
+ * querystring, headers) and runs before `properties`, that is before the properties are
+ * coerced: every string headed for an integer property (or an integer list's item) must be a
+ * plain decimal integer, otherwise the ordinary 400 names the field.
+ */
+const validateDecimalIntegers: SchemaValidateFunction = function (schema: boolean, data: Record<string, unknown>, parentSchema, dataCxt) {
+  if (!schema) return true
+  const base = dataCxt?.instancePath ?? ''
+  const properties = (parentSchema?.properties ?? {}) as Record<string, SubSchema>
+  const errors: Partial<ErrorObject>[] = []
+  const check = (value: unknown, path: string): void => {
+    if (typeof value === 'string' && !DECIMAL_INTEGER.test(value)) {
+      errors.push({ keyword: 'decimalIntegers', instancePath: path, params: {}, message: DECIMAL_INTEGER_MESSAGE })
+    }
+  }
+  for (const [key, sub] of Object.entries(properties)) {
+    const value = data[key]
+    if (sub.type === 'integer') check(value, base + pointer(key))
+    else if (sub.type === 'array' && sub.items?.type === 'integer') {
+      // A lone value is wrapped into a list by the coercion ('array'), after this check.
+      if (Array.isArray(value)) value.forEach((item, index) => check(item, base + pointer(key) + pointer(index)))
+      else check(value, base + pointer(key))
+    }
+  }
+  validateDecimalIntegers.errors = errors
+  return errors.length === 0
+}
+
+/**
+ * The service's one Ajv factory: ajv-formats, `wellFormedText` and `decimalIntegers`, and the
+ * service's defaults (first error only, defaults applied, nothing removed). `createValidatorCompiler`
+ * builds its two instances with it; a plugin that validates on its own (the context plugin's
+ * binders) is handed it as its `ajv` option instead of making its own.
+ */
+export function createAjv (options: Options = {}): Ajv {
   const ajv = new Ajv({
     allErrors: false,
     useDefaults: true,
@@ -73,54 +118,21 @@ function makeAjv (options: Options): Ajv {
   ;(formats as unknown as (ajv: Ajv) => void)(ajv)
   // Checked before the length, pattern and format keywords, so the 400 says what is wrong.
   ajv.addKeyword({ keyword: 'wellFormedText', type: 'string', schemaType: 'boolean', errors: true, before: 'maxLength', validate: validateWellFormed })
+  // Before `properties`, which coerces the values this keyword must see as sent.
+  ajv.addKeyword({ keyword: 'decimalIntegers', type: 'object', schemaType: 'boolean', errors: true, before: 'properties', validate: validateDecimalIntegers })
   return ajv
 }
 
-export function createValidatorCompiler (): FastifySchemaCompiler<unknown> {
-  const strict = makeAjv({ coerceTypes: false })
-  const coercing = makeAjv({ coerceTypes: 'array' })
-  return ({ schema, httpPart }) => {
-    const ajv = httpPart === 'body' ? strict : coercing
-    return ajv.compile(requireWellFormedText(schema) as object)
-  }
-}
-
-const DECIMAL_INTEGER = /^-?(0|[1-9][0-9]*)$/
-
-type Part = 'params' | 'querystring'
-
-function integerKeys (schema: unknown): string[] {
-  const properties = (schema as { properties?: Record<string, { type?: unknown }> } | undefined)?.properties ?? {}
-  return Object.entries(properties).filter(([, s]) => s.type === 'integer').map(([key]) => key)
-}
-
 /**
- * Ajv's coercion reads `1e3`, ` 12` and `0x10` as integers, so `/api/product/0x10` would
- * fetch product 16. Registered as an `onRoute` hook, this adds a `preValidation` check to
- * every route with integer params or query fields: the raw string must be a plain decimal
- * integer, otherwise the request fails validation like any other bad field (400).
+ * The route validator: bodies strictly (no coercion), the string-sourced parts coerced, with
+ * plain decimal integers only. Every string is well-formed text (`requireWellFormedText`).
  */
-export function strictIntegerStrings (route: RouteOptions): void {
-  const checks = (['params', 'querystring'] as Part[])
-    .map((part) => ({ part, keys: integerKeys(route.schema?.[part]) }))
-    .filter(({ keys }) => keys.length > 0)
-  if (checks.length === 0) return
-
-  const hook = async (request: FastifyRequest): Promise<void> => {
-    for (const { part, keys } of checks) {
-      const values = (part === 'params' ? request.params : request.query) as Record<string, unknown>
-      for (const key of keys) {
-        const value = values[key]
-        if (typeof value === 'string' && !DECIMAL_INTEGER.test(value)) {
-          throw Object.assign(new Error(`${part}/${key} must be a decimal integer`), {
-            statusCode: 400,
-            validationContext: part,
-            validation: [{ instancePath: `/${key}`, keyword: 'type', params: {}, message: 'must be a decimal integer' }]
-          })
-        }
-      }
-    }
+export function createValidatorCompiler (): FastifySchemaCompiler<unknown> {
+  const strict = createAjv({ coerceTypes: false })
+  const coercing = createAjv({ coerceTypes: 'array' })
+  return ({ schema, httpPart }) => {
+    const wellFormed = requireWellFormedText(schema) as Record<string, unknown>
+    if (httpPart === 'body') return strict.compile(wellFormed)
+    return coercing.compile(wellFormed.decimalIntegers === undefined ? { ...wellFormed, decimalIntegers: true } : wellFormed)
   }
-  const existing = route.preValidation
-  route.preValidation = existing === undefined ? [hook] : [hook, ...(Array.isArray(existing) ? existing : [existing])]
 }

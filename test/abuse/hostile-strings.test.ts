@@ -114,3 +114,34 @@ t.test('the validator compiler puts the rule on every string subschema, in every
   t.notOk(requireWellFormedText(schema) === schema, 'the route\'s own schema is not changed (a copy is compiled)')
   t.equal((schema.properties.default as Record<string, unknown>).wellFormedText, undefined, 'nothing added to the original')
 })
+
+t.test('the validator compiler takes only plain decimal integers from strings (an Ajv keyword, before coercion)', async (t) => {
+  const compile = createValidatorCompiler()
+  const schema = {
+    type: 'object',
+    properties: { id: { type: 'integer' }, ids: { type: 'array', items: { type: 'integer' } }, 'a/b': { type: 'integer' }, name: { type: 'string' } }
+  }
+  const copy = structuredClone(schema)
+  for (const httpPart of ['querystring', 'params', 'headers']) {
+    const validate = compile({ schema, method: 'GET', url: '/x', httpPart }) as ((data: unknown) => boolean) & { errors?: { instancePath: string, message?: string }[] }
+    for (const good of ['0', '16', '-3', '2147483648']) {
+      const data: Record<string, unknown> = { id: good }
+      t.ok(validate(data), `${httpPart}: ${good}`)
+      t.equal(data.id, Number(good), `${httpPart}: ${good} coerced`)
+    }
+    for (const bad of ['0x10', '1e3', ' 12', '12 ', '+1', '01', '1.0', '', '0b1']) {
+      t.notOk(validate({ id: bad }), `${httpPart}: ${JSON.stringify(bad)} refused`)
+      t.same(validate.errors?.map((e) => [e.instancePath, e.message]), [['/id', 'must be a decimal integer']])
+    }
+    t.ok(validate({ ids: ['1', '2'], name: '0x10' }), `${httpPart}: integer lists of decimals; strings untouched`)
+    t.notOk(validate({ ids: ['1', '1e3'] }), `${httpPart}: a list item`)
+    t.same(validate.errors?.map((e) => e.instancePath), ['/ids/1'])
+    t.notOk(validate({ ids: '0x10' }), `${httpPart}: a lone value the coercion would wrap into a list`)
+    t.notOk(validate({ 'a/b': '0x1' }), `${httpPart}: an awkward property name`)
+    t.same(validate.errors?.map((e) => e.instancePath), ['/a~1b'], 'JSON Pointer escaped, as Ajv writes paths')
+  }
+  const body = compile({ schema, method: 'POST', url: '/x', httpPart: 'body' }) as (data: unknown) => boolean
+  t.notOk(body({ id: '16' }), 'bodies are not coerced at all: a string is no integer there')
+  t.ok(body({ id: 16 }))
+  t.same(schema, copy, 'the route\'s own schema (the OpenAPI document\'s) is left as it is')
+})

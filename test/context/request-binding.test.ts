@@ -218,3 +218,31 @@ t.test('binding keys match names and aliases case-insensitively (query, header, 
   t.same((await app.inject({ url: '/c', headers: { cookie: 'Body=z; PAGE_NO=4' } })).json(), { body: 'z', pageNo: 4 }, 'cookie')
   t.same((await app.inject({ url: '/h', headers: { BODY: 'w', Page_No: '5' } })).json(), { body: 'w', pageNo: 5 }, 'header')
 })
+
+t.test('ajv option: the binders validate with the Ajv instances the app\'s factory makes', async (t) => {
+  const { Ajv } = await import('ajv')
+  const made: unknown[] = []
+  // An app's own factory: a format of its own the default Ajv does not know.
+  const ajv = (options: ConstructorParameters<typeof Ajv>[0]): InstanceType<typeof Ajv> => {
+    made.push(options)
+    const instance = new Ajv(options)
+    instance.addFormat('sku', /^[A-Z]{3}-\d{4}$/)
+    return instance
+  }
+  const Query = Type.Object({ sku: Type.String({ format: 'sku' }), n: Type.Optional(Type.Integer()) })
+  const Body = Type.Object({ sku: Type.String({ format: 'sku' }) })
+  const app = await contextApp(t, (app) => {
+    app.get('/q', async (request) => request.queryParser(Query))
+    app.post('/b', async (request) => request.bodyParser(Body))
+  }, { ajv })
+  t.same(made.map((options) => (options as { coerceTypes: unknown }).coerceTypes).sort(), ['array', false], 'one coercing and one strict instance')
+  t.same((await app.inject('/q?sku=ABC-1234&n=5')).json(), { sku: 'ABC-1234', n: 5 })
+  t.match(failure(await app.inject('/q?sku=abc')), { status: 400, code: 'FST_CONTEXT_BIND_FAILED', message: /\/sku must match format "sku"/ })
+  t.match(failure(await app.inject({ method: 'POST', url: '/b', payload: { sku: 'x' } })), { status: 400, message: /\/sku must match format "sku"/ })
+  t.match(failure(await app.inject('/q?sku=ABC-1234&n=0x10')), { status: 400, message: /\/n must be an integer/ }, 'the binders\' own decimal rule still applies')
+
+  // Without the option the format is unknown to Ajv (strict: false ignores it): the default factory is plain Ajv.
+  const plain = await contextApp(t, (app) => { app.get('/q', async (request) => request.queryParser(Query)) })
+  t.equal((await plain.inject('/q?sku=abc')).statusCode, 200)
+  t.rejects(contextApp(t, () => {}, { ajv: 'yes' as never }), { code: 'FST_CONTEXT_INVALID_OPTION', message: /ajv must be a function/ })
+})

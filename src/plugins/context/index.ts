@@ -6,13 +6,13 @@
 import { tmpdir } from 'node:os'
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
-import type { ContextOptions, ResolvedContextOptions } from './options.js'
+import { defaultAjvFactory, type ContextOptions, type ResolvedContextOptions } from './options.js'
 import { ContextOptionError } from './reply/errors.js'
 import { registerReplyDecorators, resolveReplyOptions } from './reply/index.js'
 import { registerRequestDecorators } from './request/index.js'
 import { registerUploadDecorators } from './uploads.js'
 
-export type { ContextOptions } from './options.js'
+export type { AjvFactory, ContextOptions } from './options.js'
 export * from './request/errors.js'
 export type {
   ClientHelloInfo, ContextRange, ContextRoute, ContextUserContext, FormFile, MultipartForm, ParserDecoderConfig, ParserType
@@ -40,6 +40,7 @@ function resolveOptions (options: ContextOptions): ResolvedContextOptions {
   }
   const tmpDir = options.formFiles?.tmpDir ?? tmpdir()
   if (typeof tmpDir !== 'string' || tmpDir === '') throw new ContextOptionError('formFiles.tmpDir must be a folder path')
+  if (options.ajv !== undefined && typeof options.ajv !== 'function') throw new ContextOptionError('ajv must be a function that makes an Ajv instance from Ajv options')
   return {
     immutable: options.immutable ?? false,
     proxyHeader: options.proxyHeader?.toLowerCase(),
@@ -49,6 +50,7 @@ function resolveOptions (options: ContextOptions): ResolvedContextOptions {
     xml: options.xml ?? false,
     parserDecoder: options.parserDecoder,
     formFiles: { memoryThreshold, tmpDir },
+    ajv: options.ajv ?? defaultAjvFactory,
     reply: resolveReplyOptions(options)
   }
 }

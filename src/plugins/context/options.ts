@@ -1,3 +1,5 @@
+import { Ajv, type Options as AjvOptions } from 'ajv'
+import formats from 'ajv-formats'
 import type { ReplyOptions, ResolvedReplyOptions } from './reply/options.js'
 import type { ParserDecoderConfig } from './request/parser-decoder.js'
 
@@ -34,6 +36,24 @@ export interface ContextOptions extends ReplyOptions {
    * (default: the OS temp folder), removed when the response ends.
    */
   formFiles?: { memoryThreshold?: number, tmpDir?: string }
+  /**
+   * Makes the binders' two Ajv instances (one coercing, one not), given the options they need
+   * (`coerceTypes`, `allErrors`, `useDefaults`, `strict: false`): apply them. An application
+   * passes its own factory so that the binders know its formats and keywords, one Ajv set-up
+   * for its routes and its binders. @default plain Ajv with ajv-formats
+   */
+  ajv?: AjvFactory
+}
+
+/** Makes an Ajv instance from the options given (the `ajv` option). */
+export type AjvFactory = (options: AjvOptions) => Ajv
+
+/** The default `ajv` factory: plain Ajv with ajv-formats. */
+export const defaultAjvFactory: AjvFactory = (options) => {
+  const ajv = new Ajv(options)
+  // ajv-formats is CommonJS; its callable is the module itself.
+  ;(formats as unknown as (ajv: Ajv) => void)(ajv)
+  return ajv
 }
 
 export interface ResolvedContextOptions {
@@ -45,5 +65,6 @@ export interface ResolvedContextOptions {
   xml: boolean
   parserDecoder: ParserDecoderConfig | undefined
   formFiles: { memoryThreshold: number, tmpDir: string }
+  ajv: AjvFactory
   reply: ResolvedReplyOptions
 }

@@ -16,14 +16,13 @@
  * JSON bodies are validated as sent (no coercion, like Go's encoding/json); XML values are
  * strings and are coerced. Schemas are compiled once each (WeakMap by schema object).
  */
-import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv'
-import formats from 'ajv-formats'
+import type { Ajv, ErrorObject, ValidateFunction } from 'ajv'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { XMLParser, XMLValidator } from 'fast-xml-parser'
 import qs from 'qs'
 import { fastifyCookie } from '@fastify/cookie'
 import type { Static, TSchema } from 'typebox'
-import type { ResolvedContextOptions } from '../options.js'
+import type { AjvFactory, ResolvedContextOptions } from '../options.js'
 import { BindError, MalformedXmlError, UnsupportedBodyTypeError } from './errors.js'
 import { formValues } from './forms.js'
 import type { ParserDecoder } from './parser-decoder.js'
@@ -76,24 +75,27 @@ interface PropertySchema {
   [keyword: string]: unknown
 }
 
-function makeAjv (coerce: boolean): Ajv {
-  const ajv = new Ajv({ allErrors: true, useDefaults: true, coerceTypes: coerce ? 'array' : false, strict: false })
-  ;(formats as unknown as (ajv: Ajv) => void)(ajv)
-  return ajv
-}
+/** Compiles a binder schema, coercing (string sources, XML) or not (JSON bodies). */
+type Compile = (schema: TSchema, coerce: boolean) => ValidateFunction
 
-const coercing = makeAjv(true)
-const strict = makeAjv(false)
-const compiled = { coercing: new WeakMap<object, ValidateFunction>(), strict: new WeakMap<object, ValidateFunction>() }
-
-function validatorFor (schema: TSchema, coerce: boolean): ValidateFunction {
-  const cache = coerce ? compiled.coercing : compiled.strict
-  let validate = cache.get(schema)
-  if (validate === undefined) {
-    validate = (coerce ? coercing : strict).compile(schema as object)
-    cache.set(schema, validate)
+/**
+ * The binders' two Ajv instances, from the plugin's `ajv` factory (options.ts), each schema
+ * compiled once (WeakMap by schema object). The binders convert and check strings themselves
+ * (`convert`: plain decimals only), so the instances only need these options.
+ */
+function binderCompiler (createAjv: AjvFactory): Compile {
+  const ajv = (coerce: boolean): Ajv => createAjv({ allErrors: true, useDefaults: true, coerceTypes: coerce ? 'array' : false, strict: false })
+  const instances = { coercing: ajv(true), strict: ajv(false) }
+  const compiled = { coercing: new WeakMap<object, ValidateFunction>(), strict: new WeakMap<object, ValidateFunction>() }
+  return (schema, coerce) => {
+    const kind = coerce ? 'coercing' : 'strict'
+    let validate = compiled[kind].get(schema)
+    if (validate === undefined) {
+      validate = instances[kind].compile(schema as object)
+      compiled[kind].set(schema, validate)
+    }
+    return validate
   }
-  return validate
 }
 
 function propertiesOf (schema: TSchema): Record<string, PropertySchema> | undefined {
@@ -297,8 +299,8 @@ function renameAliases (body: unknown, schema: TSchema, tag: string, decoder: Pa
 }
 
 /** Ajv, then the custom-type converters of top-level properties (and array items). */
-function validate<S extends TSchema> (input: unknown, schema: S, coerce: boolean, source: Pick<Source, 'label' | 'context'>, decoder: ParserDecoder): Static<S> {
-  const check = validatorFor(schema, coerce)
+function validate<S extends TSchema> (compile: Compile, input: unknown, schema: S, coerce: boolean, source: Pick<Source, 'label' | 'context'>, decoder: ParserDecoder): Static<S> {
+  const check = compile(schema, coerce)
   if (!check(input)) fail(source, (check.errors ?? []) as Issue[])
   const properties = propertiesOf(schema)
   if (properties === undefined || decoder.converters.size === 0 || typeof input !== 'object' || input === null) return input as Static<S>
@@ -362,10 +364,11 @@ const SOURCES = {
 export function registerBinding (app: FastifyInstance, options: ResolvedContextOptions): void {
   const decoderOf = (request: FastifyRequest): ParserDecoder => request.server[kParserDecoder].current
   const querySource: Source = { ...SOURCES.query, split: options.enableSplittingOnParsers }
+  const compile = binderCompiler(options.ajv)
 
   function bindStrings<S extends TSchema> (request: FastifyRequest, schema: S, entries: Map<string, string[]>, source: Source): Static<S> {
     const decoder = decoderOf(request)
-    return validate(decode(entries, schema, source, decoder), schema, true, source, decoder)
+    return validate(compile, decode(entries, schema, source, decoder), schema, true, source, decoder)
   }
 
   app.decorateRequest('paramsParser', function <S extends TSchema>(this: FastifyRequest, schema: S): Static<S> {
@@ -400,10 +403,10 @@ export function registerBinding (app: FastifyInstance, options: ResolvedContextO
     const source = SOURCES.form
     switch (type) {
       case 'application/json':
-        return validate(renameAliases(structuredClone(this.body), schema, 'json', decoder), schema, false, source, decoder)
+        return validate(compile, renameAliases(structuredClone(this.body), schema, 'json', decoder), schema, false, source, decoder)
       case 'application/xml':
       case 'text/xml':
-        return validate(renameAliases(parseXml(this.body), schema, 'xml', decoder), schema, true, source, decoder)
+        return validate(compile, renameAliases(parseXml(this.body), schema, 'xml', decoder), schema, true, source, decoder)
       case 'application/x-www-form-urlencoded':
       case 'multipart/form-data': {
         const values = formValues(this) ?? {}
