@@ -10,15 +10,51 @@ import { classifyDatabaseError } from '../db/errors.js'
 
 interface AjvError { instancePath: string, message?: string, keyword: string, params: Record<string, unknown> }
 
-/** Fastify's own error codes for bad input, with the status and code we answer. */
-const FASTIFY_CODES: Record<string, [number, string]> = {
+/**
+ * Client-visible codes of the errors we know by code: Fastify's own for bad input and the
+ * client errors (4xx) of the three plugin packages (src/plugins/{keyauth,context,routing}).
+ * Listed one by one, so a renamed or new plugin error is a decision here (test/error-codes.test.ts
+ * fails for a plugin 4xx missing from this map). Any other `FST_*` code (another plugin's) is
+ * answered with its status and the status's generic code; a plugin's 5xx (a programming or
+ * configuration error) is INTERNAL.
+ */
+export const KNOWN_CODES: Readonly<Record<string, readonly [status: number, code: string]>> = {
   FST_ERR_CTP_INVALID_JSON_BODY: [400, 'MALFORMED_JSON'],
   FST_ERR_CTP_EMPTY_JSON_BODY: [400, 'MALFORMED_JSON'],
   FST_ERR_CTP_BODY_TOO_LARGE: [413, 'PAYLOAD_TOO_LARGE'],
   FST_ERR_CTP_INVALID_MEDIA_TYPE: [415, 'UNSUPPORTED_MEDIA_TYPE'],
   FST_ERR_CTP_INVALID_CONTENT_LENGTH: [400, 'BAD_REQUEST'],
   FST_ERR_BAD_URL: [400, 'BAD_REQUEST'],
-  FST_ERR_ASYNC_CONSTRAINT: [400, 'BAD_REQUEST']
+  FST_ERR_ASYNC_CONSTRAINT: [400, 'BAD_REQUEST'],
+
+  FST_KEYAUTH_MISSING_OR_MALFORMED: [401, 'UNAUTHORIZED'],
+  FST_KEYAUTH_INVALID_KEY: [401, 'UNAUTHORIZED'],
+
+  FST_CONTEXT_BIND_FAILED: [400, 'VALIDATION_FAILED'],
+  FST_CONTEXT_PARAM_NOT_INTEGER: [400, 'BAD_REQUEST'],
+  FST_CONTEXT_FORM_FILE_MISSING: [400, 'BAD_REQUEST'],
+  FST_CONTEXT_RANGE_MALFORMED: [400, 'BAD_REQUEST'],
+  FST_CONTEXT_MALFORMED_XML: [400, 'BAD_REQUEST'],
+  FST_CONTEXT_CORRUPT_BODY: [400, 'BAD_REQUEST'],
+  FST_CONTEXT_MALFORMED_MULTIPART: [400, 'BAD_REQUEST'],
+  FST_CONTEXT_INVALID_JSONP_CALLBACK: [400, 'BAD_REQUEST'],
+  FST_CONTEXT_UNSAFE_UPLOAD_PATH: [400, 'BAD_REQUEST'],
+  FST_CONTEXT_INVALID_XML_NAME: [400, 'BAD_REQUEST'],
+  FST_CONTEXT_FILE_FORBIDDEN: [403, 'FORBIDDEN'],
+  FST_CONTEXT_FILE_NOT_FOUND: [404, 'NOT_FOUND'],
+  FST_CONTEXT_DECODED_BODY_TOO_LARGE: [413, 'PAYLOAD_TOO_LARGE'],
+  FST_CONTEXT_MULTIPART_TOO_LARGE: [413, 'PAYLOAD_TOO_LARGE'],
+  FST_CONTEXT_UPLOAD_TOO_LARGE: [413, 'PAYLOAD_TOO_LARGE'],
+  FST_CONTEXT_UNSUPPORTED_BODY_TYPE: [415, 'UNSUPPORTED_MEDIA_TYPE'],
+  FST_CONTEXT_UNSUPPORTED_CONTENT_ENCODING: [415, 'UNSUPPORTED_MEDIA_TYPE'],
+  FST_CONTEXT_NOT_MULTIPART: [415, 'UNSUPPORTED_MEDIA_TYPE'],
+  FST_CONTEXT_RANGE_NOT_SATISFIABLE: [416, 'RANGE_NOT_SATISFIABLE'],
+  // The client went away: nobody reads this answer; logged as the client's, not as a fault.
+  FST_CONTEXT_CLIENT_GONE: [499, 'CLIENT_CLOSED_REQUEST'],
+
+  FST_ROUTING_BAD_PARAM: [400, 'BAD_REQUEST'],
+  FST_ROUTING_NO_NEXT_HANDLER: [404, 'NOT_FOUND'],
+  FST_ROUTING_METHOD_NOT_ALLOWED: [405, 'METHOD_NOT_ALLOWED']
 }
 
 /** Where a validation error was found, in words for the `detail`. */
@@ -26,7 +62,8 @@ const PART_NAMES: Record<string, string> = {
   body: 'request body',
   params: 'path parameters',
   querystring: 'query string',
-  headers: 'headers'
+  headers: 'headers',
+  cookies: 'cookies'
 }
 
 function fieldErrors (validation: AjvError[], part: string): { in: string, field: string, message: string }[] {
@@ -48,7 +85,7 @@ export function toProblem (error: FastifyError & { validation?: AjvError[], vali
     const where = PART_NAMES[part] ?? part
     return problem(400, 'VALIDATION_FAILED', `Invalid ${where}: ${errors.map((e) => `${e.field || '(whole)'} ${e.message}`).join('; ')}`, errors)
   }
-  const known = error.code ? FASTIFY_CODES[error.code] : undefined
+  const known = error.code ? KNOWN_CODES[error.code] : undefined
   if (known) return problem(known[0], known[1], error.message)
 
   const database = classifyDatabaseError(error)
@@ -56,7 +93,8 @@ export function toProblem (error: FastifyError & { validation?: AjvError[], vali
 
   const status = error.statusCode ?? 500
   if (status >= 400 && status < 500) {
-    // Our own errors (src/lib/problem.ts) and plugins' (rate limit, jwt, multipart...).
+    // Our own errors (src/lib/problem.ts, a code of ours) and other plugins' (rate limit, jwt,
+    // multipart...: an FST_* code the client has no use for, so the status's generic code).
     const code = status === 429 ? 'RATE_LIMITED' : (error.code && !error.code.startsWith('FST_') ? error.code : defaultCode(status))
     return problem(status, code, error.message)
   }
@@ -73,7 +111,9 @@ function defaultCode (status: number): string {
     case 406: return 'NOT_ACCEPTABLE'
     case 409: return 'CONFLICT'
     case 413: return 'PAYLOAD_TOO_LARGE'
+    case 412: return 'PRECONDITION_FAILED'
     case 415: return 'UNSUPPORTED_MEDIA_TYPE'
+    case 416: return 'RANGE_NOT_SATISFIABLE'
     default: return 'BAD_REQUEST'
   }
 }

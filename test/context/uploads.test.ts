@@ -5,7 +5,7 @@ import path from 'node:path'
 import fastifyMultipart, { type FastifyMultipartAttachFieldsToBodyOptions, type FastifyMultipartOptions } from '@fastify/multipart'
 import type { FastifyInstance } from 'fastify'
 import t from 'tap'
-import { FileSystemStorage, MemoryStorage, UnsafeUploadPathError, type ContextOptions, type Storage } from '../../src/plugins/context/index.js'
+import { ContextArgumentError, FileSystemStorage, MemoryStorage, UnsafeUploadPathError, type ContextOptions, type Storage } from '../../src/plugins/context/index.js'
 import { replyApp } from './reply-app.js'
 
 const BOUNDARY = '----context-uploads-boundary'
@@ -180,5 +180,6 @@ t.test('storages: get/set/delete, keys that climb out refused', async (t) => {
     }
   }
   t.same(readdirSync(dir), ['a'], 'the filesystem storage wrote only under its root')
-  t.throws(() => new FileSystemStorage(''), TypeError)
+  t.throws(() => new FileSystemStorage(''), { code: 'FST_CONTEXT_INVALID_ARGUMENT', message: 'FileSystemStorage needs a root folder' })
+  t.ok(ContextArgumentError.prototype instanceof TypeError, 'still a TypeError (the constant extends it)')
 })

@@ -5,7 +5,7 @@
  */
 import { mkdir, readFile, rm, writeFile } from 'node:fs/promises'
 import path from 'node:path'
-import { UnsafeUploadPathError } from './reply/errors.js'
+import { ContextArgumentError, UnsafeUploadPathError } from './reply/errors.js'
 
 export interface Storage {
   /** Stores `value` under `key`, replacing what was there. */
@@ -53,7 +53,7 @@ export class FileSystemStorage implements Storage {
   readonly root: string
 
   constructor (root: string) {
-    if (typeof root !== 'string' || root === '') throw new TypeError('FileSystemStorage needs a root folder')
+    if (typeof root !== 'string' || root === '') throw new ContextArgumentError('FileSystemStorage needs a root folder')
     this.root = path.resolve(root)
   }
 
