@@ -10,7 +10,7 @@ import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastif
 import { durationMs, type Config } from './config.js'
 import { MemoryAttemptStore, type AttemptStore } from './lib/attempts.js'
 import { RedisAttemptStore } from './lib/redis-attempts.js'
-import { createValidatorCompiler } from './lib/validation.js'
+import { createAjv, createValidatorCompiler } from './lib/validation.js'
 import { adminApiKeyScheme } from './modules/admin/api-keys.js'
 import { adminRoutes } from './modules/admin/routes.js'
 import { accountLimiter } from './modules/auth/account-limit.js'
@@ -82,7 +82,7 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
   // cookie options).
   // Cookies of browser sessions (src/modules/sessions/cookies.ts); the context plugin uses this registration too.
   await app.register(fastifyCookie)
-  await app.register(context, { rawBody: false })
+  await app.register(context, { rawBody: false, ajv: createAjv })
   await app.register(fastifyHelmet, {
     // The OpenAPI page loads its own scripts and styles from /docs/static.
     contentSecurityPolicy: {
