@@ -63,7 +63,7 @@ t.test('the database is down at start, then comes up', async (t) => {
     return isAnswer(r) && r.status === 200
   }, 120_000, 250)
   t.comment(`ready ${recoveryMs} ms after the database came up (migrations applied by the running server)`)
-  t.ok(server.logs.some((l) => /^Applying 1 migration/.test(l.msg ?? '')), 'the server applied the pending migration itself')
+  t.ok(server.logs.some((l) => /^Applying \d+ migrations?/.test(l.msg ?? '')), 'the server applied the pending migration itself')
   t.ok(server.logs.some((l) => /^Migrations not applied yet/.test(l.msg ?? '')), 'and logged its retries while the database was down')
 
   const body = newUser()

@@ -194,6 +194,10 @@ t.test('fuzz every route', async (t) => {
     if (res.statusCode === 201 && (path === '/api/user' || path === '/api/auth/register')) users.add(res.json().id)
     if (res.statusCode === 201 && path === '/api/product') products.set(res.json().id, res.json().creatorId)
     if (res.statusCode === 200 && path === '/api/auth/login') live.set(res.json().userId, res.json().token)
+    if (res.statusCode === 204 && path === '/api/auth/logout') {
+      // Logout ends the session of the token it was sent with.
+      for (const [userId, token] of live) if (req.headers.authorization === `Bearer ${token}`) revoke(userId)
+    }
     if (res.statusCode === 200 && req.method === 'PATCH' && res.json().token) {
       revoke(id)
       live.set(id, res.json().token)
