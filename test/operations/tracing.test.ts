@@ -124,7 +124,7 @@ t.test('a request with a traceparent: server span of the route, pg spans under i
   const queries = trace.filter((s) => s.kind === SPAN_KIND_CLIENT && attribute(s, 'db.system.name') === 'postgresql')
   t.ok(queries.length >= 1, `pg spans in the trace: ${trace.map((s) => s.name).join(', ')}`)
   t.ok(queries.every(descends), 'every pg span is under the server span')
-  t.ok(queries.some((s) => attribute(s, 'db.postgresql.plan') === 'token-user' && /FROM users WHERE id = \$1/.test(attribute(s, 'db.query.text') ?? '')), 'the token\'s user read (a prepared statement) is one of them')
+  t.ok(queries.some((s) => attribute(s, 'db.postgresql.plan') === 'token-user-session' && /FROM users u JOIN sessions s .* WHERE u\.id = \$1/s.test(attribute(s, 'db.query.text') ?? '')), 'the token\'s user read (a prepared statement) is one of them')
   t.ok(trace.every(descends), 'nothing else in the trace hangs elsewhere')
 
   const others = serverSpans.filter((s) => s.traceId !== traceId)

@@ -44,12 +44,12 @@ const PROBE_SQL = 'SELECT id FROM products WHERE id > $1 ORDER BY id OFFSET $2 L
 
 const MAX_ID = 2_147_483_647
 
-async function query<Row extends pg.QueryResultRow> (pool: pg.Pool, name: string, text: string, values: unknown[]): Promise<Row[]> {
+async function query<Row extends pg.QueryResultRow> (pool: pg.Pool, name: string | undefined, text: string, values: unknown[]): Promise<Row[]> {
   try {
     return (await pool.query<Row>({ name, text, values })).rows
   } catch (error) {
     // Wrapped so the error handler's classifier reads the driver error as the cause (503s).
-    throw new Error(`Catalogue query ${name} failed: ${(error as Error).message}`, { cause: error })
+    throw new Error(`Catalogue query ${name ?? '(unnamed)'} failed: ${(error as Error).message}`, { cause: error })
   }
 }
 
@@ -65,14 +65,15 @@ export interface CsvPage {
  * so an unreachable database is still a 503 in problem details; a failure later can only
  * cut the stream short (the client sees an incomplete chunked body, never a short "success").
  */
-export async function csvPage (pool: pg.Pool, page: { limit: number, cursor?: number }, imageUrl: (id: number) => string): Promise<CsvPage> {
+/** `named` gives a statement's name, or undefined where statements must stay unnamed (DB_PGBOUNCER). */
+export async function csvPage (pool: pg.Pool, page: { limit: number, cursor?: number }, imageUrl: (id: number) => string, named: (name: string) => string | undefined = (name) => name): Promise<CsvPage> {
   const after = page.cursor ?? 0
-  const probe = await query<{ id: number }>(pool, 'catalogue-probe', PROBE_SQL, [after, page.limit - 1])
+  const probe = await query<{ id: number }>(pool, named('catalogue-probe'), PROBE_SQL, [after, page.limit - 1])
   const nextCursor = probe.length === 2 ? probe[0]!.id : null
   // Rows inserted while the page streams have larger ids: bounded, the page stays the page.
   const last = probe[0]?.id ?? MAX_ID
   let remaining = page.limit
-  const first = await query<CatalogueRow>(pool, 'catalogue-batch', BATCH_SQL, [after, last, Math.min(BATCH_ROWS, remaining)])
+  const first = await query<CatalogueRow>(pool, named('catalogue-batch'), BATCH_SQL, [after, last, Math.min(BATCH_ROWS, remaining)])
 
   async function * rows (): AsyncGenerator<unknown[]> {
     let batch = first
@@ -82,7 +83,7 @@ export async function csvPage (pool: pg.Pool, page: { limit: number, cursor?: nu
       }
       remaining -= batch.length
       if (remaining <= 0 || batch.length < BATCH_ROWS) return
-      batch = await query<CatalogueRow>(pool, 'catalogue-batch', BATCH_SQL, [batch[batch.length - 1]!.id, last, Math.min(BATCH_ROWS, remaining)])
+      batch = await query<CatalogueRow>(pool, named('catalogue-batch'), BATCH_SQL, [batch[batch.length - 1]!.id, last, Math.min(BATCH_ROWS, remaining)])
     }
   }
 

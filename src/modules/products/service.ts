@@ -5,7 +5,7 @@
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
 import type pg from 'pg'
-import { sqlPool } from '../../db/client.js'
+import { sqlPool, statementName } from '../../db/client.js'
 import { Forbidden, NotFound, Unauthorized } from '../../lib/problem.js'
 import type { PageQueryInput } from '../../lib/schemas.js'
 import { csvPage, type CsvPage } from './csv.js'
@@ -19,9 +19,11 @@ interface ProductsServiceDependencies {
   images: ProductImages
   /** The pg pool the CSV export streams from. */
   pool: pg.Pool
+  /** A statement's name, or undefined where statements stay unnamed (DB_PGBOUNCER). */
+  named: (name: string) => string | undefined
 }
 
-function productsService ({ products, images, pool }: ProductsServiceDependencies) {
+function productsService ({ products, images, pool, named }: ProductsServiceDependencies) {
   const missing = (id: number) => new NotFound(`Product ${id} does not exist`)
 
   return {
@@ -38,7 +40,7 @@ function productsService ({ products, images, pool }: ProductsServiceDependencie
 
     /** A page of products as a CSV stream (csv.ts); `imageUrl` names a product's image. */
     async csvPage (query: PageQueryInput, imageUrl: (id: number) => string): Promise<CsvPage> {
-      return await csvPage(pool, query, imageUrl)
+      return await csvPage(pool, query, imageUrl, named)
     },
 
     /** Creates a product of `creatorId`; 401 when that user was deleted after the token check (the token no longer names anyone). */
@@ -71,5 +73,5 @@ declare module 'fastify' {
 }
 
 export default fp(async function productsServicePlugin (app: FastifyInstance) {
-  app.decorate('products', productsService({ products: app.productsRepository, images: app.productImages, pool: sqlPool(app.prisma) }))
+  app.decorate('products', productsService({ products: app.productsRepository, images: app.productImages, pool: sqlPool(app.prisma), named: (name) => statementName(app.prisma, name) }))
 }, { name: 'products-service', fastify: '5.x', dependencies: ['products-repository', 'product-images'] })

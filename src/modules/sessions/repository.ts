@@ -12,7 +12,7 @@ import { randomUUID } from 'node:crypto'
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
 import type pg from 'pg'
-import { sqlPool } from '../../db/client.js'
+import { sqlPool, statementName } from '../../db/client.js'
 import type { PrismaClient } from '../../generated/prisma/client.js'
 
 /** Why a refresh token did not rotate. */
@@ -51,9 +51,10 @@ const CLASSIFY_SQL = `SELECT t.session_id AS "sessionId", t.used_at IS NOT NULL 
 const REVOKE_SQL = 'UPDATE sessions SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL'
 
 /** Wrapped so the error handler's classifier reads the driver error as the cause (503 when the database is down). */
-async function query<R extends pg.QueryResultRow> (pool: pg.Pool, name: string, text: string, values: unknown[]): Promise<pg.QueryResult<R>> {
+async function query<R extends pg.QueryResultRow> (pool: pg.Pool, name: string, text: string, values: unknown[], prepare: boolean): Promise<pg.QueryResult<R>> {
   try {
-    return await pool.query<R>({ name, text, values })
+    // Unnamed behind PgBouncer in transaction mode (DB_PGBOUNCER, docs/operations.md).
+    return await pool.query<R>({ name: prepare ? name : undefined, text, values })
   } catch (error) {
     throw new Error(`Session query ${name} failed: ${(error as Error).message}`, { cause: error })
   }
@@ -61,11 +62,12 @@ async function query<R extends pg.QueryResultRow> (pool: pg.Pool, name: string, 
 
 export function sessionsRepository (prisma: PrismaClient) {
   const pool = sqlPool(prisma)
+  const prepare = statementName(prisma, 'session') !== undefined
   return {
     /** Starts a session for the user with its first refresh token (by digest); returns the session id. */
     async create (user: { id: number, tokenVersion: number }, refreshHash: Buffer, expiresAt: Date): Promise<string> {
       const id = randomUUID()
-      await query(pool, 'session-create', CREATE_SQL, [id, user.id, user.tokenVersion, refreshHash, expiresAt])
+      await query(pool, 'session-create', CREATE_SQL, [id, user.id, user.tokenVersion, refreshHash, expiresAt], prepare)
       return id
     },
 
@@ -74,13 +76,13 @@ export function sessionsRepository (prisma: PrismaClient) {
      * says why not; a token presented again (`reused`) revokes its whole session.
      */
     async rotate (oldHash: Buffer, newHash: Buffer, expiresAt: Date): Promise<RotatedSession | RefreshRefusal> {
-      const { rows: [rotated] } = await query<RotatedSession>(pool, 'session-rotate', ROTATE_SQL, [oldHash, newHash, expiresAt])
+      const { rows: [rotated] } = await query<RotatedSession>(pool, 'session-rotate', ROTATE_SQL, [oldHash, newHash, expiresAt], prepare)
       if (rotated !== undefined) return rotated
       type Row = { sessionId: string, used: boolean, expired: boolean, ended: boolean }
-      const { rows: [row] } = await query<Row>(pool, 'session-classify', CLASSIFY_SQL, [oldHash])
+      const { rows: [row] } = await query<Row>(pool, 'session-classify', CLASSIFY_SQL, [oldHash], prepare)
       if (row === undefined) return 'unknown'
       if (row.used) {
-        await query(pool, 'session-revoke', REVOKE_SQL, [row.sessionId])
+        await query(pool, 'session-revoke', REVOKE_SQL, [row.sessionId], prepare)
         return 'reused'
       }
       return row.ended ? 'ended' : row.expired ? 'expired' : 'unknown'
@@ -88,7 +90,7 @@ export function sessionsRepository (prisma: PrismaClient) {
 
     /** Ends a session (logout); its access and refresh tokens stop working at once. */
     async revoke (sessionId: string): Promise<void> {
-      await query(pool, 'session-revoke', REVOKE_SQL, [sessionId])
+      await query(pool, 'session-revoke', REVOKE_SQL, [sessionId], prepare)
     }
   }
 }
