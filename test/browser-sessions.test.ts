@@ -4,34 +4,9 @@
  * are enough, and one whole flow over real HTTP with fetch.
  */
 import t from 'tap'
-import type { LightMyRequestResponse } from 'fastify'
 import { assertProblem } from './helpers/assertions.js'
-import { build, newUser, type TestApp } from './helpers/build.js'
-
-const ACCESS = '__Secure-access_token'
-const REFRESH = '__Secure-refresh_token'
-const SELF = 'http://localhost'
-
-interface Browser { id: number, username: string, password: string, access: string, refresh: string }
-
-/** Registers a user and logs in with an HTML form (cookie mode). */
-async function formLogin (app: TestApp, headers: Record<string, string> = {}): Promise<{ res: LightMyRequestResponse, user: ReturnType<typeof newUser> & { id: number } }> {
-  const user = newUser()
-  const created = await app.inject({ method: 'POST', url: '/api/user', payload: user })
-  const form = new URLSearchParams({ username: user.username, password: user.password }).toString()
-  const res = await app.inject({ method: 'POST', url: '/api/auth/login', headers: { 'content-type': 'application/x-www-form-urlencoded', host: 'localhost', ...headers }, payload: form })
-  return { res, user: { ...user, id: created.json().id } }
-}
-
-function cookie (res: LightMyRequestResponse, name: string) {
-  return res.cookies.find((c) => c.name === name)
-}
-
-async function browser (app: TestApp): Promise<Browser> {
-  const { res, user } = await formLogin(app)
-  if (res.statusCode !== 200) throw new Error(`form login failed: ${res.statusCode} ${res.body}`)
-  return { id: user.id, username: user.username, password: user.password, access: cookie(res, ACCESS)!.value, refresh: cookie(res, REFRESH)!.value }
-}
+import { build, newUser } from './helpers/build.js'
+import { ACCESS, REFRESH, SELF, browser, cookie, formLogin } from './helpers/browser.js'
 
 t.test('form login sets the session cookies, and the tokens stay out of the body', async (t) => {
   const app = await build(t)
