@@ -6,11 +6,11 @@
 import { spawn, spawnSync } from 'node:child_process'
 import { once } from 'node:events'
 import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises'
-import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
 import pg from 'pg'
 import type { Test } from 'tap'
+import { freePort } from '../../src/db/embedded.js'
 
 export const NO_PGBOUNCER_MESSAGE = 'This test needs PgBouncer: install the pgbouncer package (Debian: `apt-get install pgbouncer`)'
 
@@ -20,16 +20,6 @@ export function pgbouncerBinary (): string | undefined {
     if (found.status === 0 && found.stdout.trim() !== '') return found.stdout.trim()
   }
   return undefined
-}
-
-async function freePort (): Promise<number> {
-  const server = net.createServer()
-  server.listen(0, '127.0.0.1')
-  await once(server, 'listening')
-  const { port } = server.address() as net.AddressInfo
-  server.close()
-  await once(server, 'close')
-  return port
 }
 
 export interface PgBouncer {

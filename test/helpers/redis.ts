@@ -11,9 +11,9 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { once } from 'node:events'
-import net from 'node:net'
 import { Redis } from 'ioredis'
 import type { Test } from 'tap'
+import { freePort } from '../../src/db/embedded.js'
 
 type Tap = Pick<Test, 'teardown' | 'plan'>
 
@@ -100,16 +100,6 @@ export interface RedisServer {
   stop: () => Promise<void>
   /** Starts it again on the same port (empty: no persistence). */
   start: () => Promise<void>
-}
-
-async function freePort (): Promise<number> {
-  const server = net.createServer()
-  server.listen(0, '127.0.0.1')
-  await once(server, 'listening')
-  const { port } = server.address() as net.AddressInfo
-  server.close()
-  await once(server, 'close')
-  return port
 }
 
 /** A redis-server of our own on a free port, killed at teardown; fails (CI) or skips without the binary. */
