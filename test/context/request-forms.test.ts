@@ -1,8 +1,12 @@
 /** SPEC.md Cookies, FormValue, FormFile, MultipartForm, Locals, UserContext, SetUserContext. */
 import fastifyFormbody from '@fastify/formbody'
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
 import fastifyMultipart from '@fastify/multipart'
-import type { FastifyInstance } from 'fastify'
+import Fastify, { type FastifyInstance } from 'fastify'
 import t from 'tap'
+import context from '../../src/plugins/context/index.js'
 import { contextApp } from './request-app.js'
 
 const boundary = '----ctx-boundary'
@@ -159,6 +163,66 @@ t.test('locals: closed when the client goes away before the response', async (t)
   await wasClosed
   t.pass('closed')
 })
+
+t.test('upload files on disk: removed once the response is sent, and when the client goes away', async (t) => {
+  const tmpDir = mkdtempSync(path.join(os.tmpdir(), 'context-forms-'))
+  t.teardown(() => { rmSync(tmpDir, { recursive: true, force: true }) })
+  const folders = (): string[] => readdirSync(tmpDir)
+  let stored!: () => void
+  const fileStored = new Promise<void>((resolve) => { stored = resolve })
+  const app = await contextApp(t, async (app) => {
+    await app.register(fastifyMultipart)
+    app.post('/keep', async (request) => {
+      const file = await request.formFile('doc')
+      return { onDisk: file.path !== undefined && folders().length === 1 }
+    })
+    app.post('/slow', async (request) => {
+      await request.formFile('doc')
+      stored()
+      await new Promise((resolve) => setTimeout(resolve, 300))
+      return 'late'
+    })
+  }, { formFiles: { memoryThreshold: 0, tmpDir } })
+  await app.listen({ port: 0, host: '127.0.0.1' })
+  const { port } = app.server.address() as { port: number }
+  const body = multipart([{ name: 'doc', filename: 'a.txt', data: 'on disk' }])
+  const kept = await fetch(`http://127.0.0.1:${port}/keep`, { method: 'POST', headers: multipartHeaders, body })
+  t.same(await kept.json(), { onDisk: true }, 'the file was written to a folder of its own')
+  await waitFor(() => folders().length === 0)
+  t.same(folders(), [], 'removed after the response')
+
+  const controller = new AbortController()
+  const cut = fetch(`http://127.0.0.1:${port}/slow`, { method: 'POST', headers: multipartHeaders, body, signal: controller.signal }).catch(() => 'aborted')
+  await fileStored
+  t.equal(folders().length, 1)
+  controller.abort()
+  t.equal(await cut, 'aborted')
+  await waitFor(() => folders().length === 0)
+  t.same(folders(), [], 'removed when the client went away')
+})
+
+t.test('a request that uses none of it gets no listener from the plugin (an onRequestAbort hook would add one to every request)', async (t) => {
+  const count = async (withPlugin: boolean): Promise<number> => {
+    const app = Fastify()
+    t.teardown(() => app.close())
+    if (withPlugin) await app.register(context)
+    let listeners = -1
+    app.get('/', async (request) => {
+      listeners = request.raw.listenerCount('close') + request.raw.socket.listenerCount('close')
+      return 'ok'
+    })
+    await app.listen({ port: 0, host: '127.0.0.1' })
+    const { port } = app.server.address() as { port: number }
+    await (await fetch(`http://127.0.0.1:${port}/`)).text()
+    return listeners
+  }
+  t.equal(await count(true), await count(false))
+})
+
+async function waitFor (condition: () => boolean, ms = 5000): Promise<void> {
+  const deadline = Date.now() + ms
+  while (!condition() && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20))
+}
 
 t.test('userContext / setUserContext', async (t) => {
   const app = await contextApp(t, (app) => {

@@ -71,11 +71,9 @@ function tap (onChunk: (chunk: Buffer) => Error | undefined): Transform {
 
 export function registerBody (app: FastifyInstance, options: ResolvedContextOptions): void {
   app.addHook('preParsing', function (request, _reply, payload, done) {
+    // No body: nothing to keep (bodyRaw() answers an empty buffer), no state to make.
+    if (!hasBody(request)) return done(null, payload)
     const state = stateOf(request)
-    if (!hasBody(request)) {
-      state.rawBody = Buffer.alloc(0)
-      return done(null, payload)
-    }
     if (isMultipart(request)) {
       state.rawBodyMissing = 'multipart bodies are read by @fastify/multipart, not kept'
       return done(null, payload)
@@ -131,6 +129,7 @@ export function registerBody (app: FastifyInstance, options: ResolvedContextOpti
   app.decorateRequest('bodyRaw', function (this: FastifyRequest): Buffer {
     const state = stateOf(this)
     if (state.rawBody === undefined) {
+      if (state.rawChunks === undefined && state.rawBodyMissing === undefined && !hasBody(this)) return Buffer.alloc(0)
       if (state.rawChunks === undefined) throw new RawBodyUnavailableError(state.rawBodyMissing ?? 'the body was not read')
       state.rawBody = Buffer.concat(state.rawChunks)
       state.rawChunks = undefined

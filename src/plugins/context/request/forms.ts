@@ -15,7 +15,7 @@
  */
 import { once } from 'node:events'
 import { createReadStream, createWriteStream, type WriteStream } from 'node:fs'
-import { mkdtemp, readFile } from 'node:fs/promises'
+import { mkdtemp, readFile, rm } from 'node:fs/promises'
 import { join } from 'node:path'
 import { Readable } from 'node:stream'
 import { finished } from 'node:stream/promises'
@@ -24,7 +24,7 @@ import { fastifyCookie } from '@fastify/cookie'
 import type { ResolvedContextOptions } from '../options.js'
 import { FormFileMissingError, FormNotParsedError, MultipartTooLargeError, NotMultipartError } from './errors.js'
 import { clientError, type MultipartPart } from './multipart.js'
-import { stateOf } from './state.js'
+import { kState, stateOf, whenResponseEnds } from './state.js'
 
 /**
  * The file header (README.md FormFile): one uploaded file. In memory (`data`) up to the plugin option
@@ -155,7 +155,10 @@ async function readFilePart (request: FastifyRequest, part: MultipartPart, optio
       }
       if (out === undefined) {
         const state = stateOf(request)
-        state.tempFolder ??= mkdtemp(join(tmpDir, 'context-upload-'))
+        if (state.tempFolder === undefined) {
+          state.tempFolder = mkdtemp(join(tmpDir, 'context-upload-'))
+          whenResponseEnds(request, async () => { await removeTempFolder(request) })
+        }
         path = join(await state.tempFolder, `file-${++fileCounter}`)
         out = createWriteStream(path, { flags: 'wx', mode: 0o600 })
         for (const held of chunks) if (!out.write(held)) await once(out, 'drain')
@@ -230,7 +233,26 @@ export function formValues (request: FastifyRequest): Record<string, string[]> |
   return undefined
 }
 
+/** Removes the request's upload temp folder (once the response is over: whenResponseEnds). */
+async function removeTempFolder (request: FastifyRequest): Promise<void> {
+  const state = stateOf(request)
+  const folder = state.tempFolder
+  if (folder === undefined) return
+  state.tempFolder = undefined
+  try {
+    await rm(await folder, { recursive: true, force: true })
+  } catch (error) {
+    request.log.warn({ err: error }, 'context: cannot remove the upload temp folder')
+  }
+}
+
 export function registerForms (app: FastifyInstance, options: ResolvedContextOptions): void {
+  // Upload files go when the response is sent, or on the response's 'close' if the client
+  // cut it off (whenResponseEnds, attached with the folder). The second call finds none.
+  app.addHook('onResponse', function (request, _reply, done) {
+    if (request[kState]?.tempFolder === undefined) return done()
+    removeTempFolder(request).then(() => { done() }, done)
+  })
   app.decorateRequest('cookie', function (this: FastifyRequest, key: string, defaultValue?: string): string {
     const parsed = (this as { cookies?: Record<string, string | undefined> }).cookies ??
       fastifyCookie.parse(typeof this.headers.cookie === 'string' ? this.headers.cookie : '')

@@ -8,7 +8,7 @@
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { ContextArgumentError } from '../reply/errors.js'
-import { kState, stateOf } from './state.js'
+import { kState, stateOf, whenResponseEnds } from './state.js'
 
 /** The user context type; merge into it (`declare module`) to type `userContext()`. */
 export interface ContextUserContext {}
@@ -56,7 +56,10 @@ export function registerLocals (app: FastifyInstance): void {
   app.decorateRequest('locals', function <T>(this: FastifyRequest, key: unknown, ...value: [] | [T]): T {
     const state = stateOf(this)
     if (value.length > 0) {
-      state.locals ??= new Map()
+      if (state.locals === undefined) {
+        state.locals = new Map()
+        whenResponseEnds(this, async () => { await releaseLocals(this) })
+      }
       state.locals.set(key, value[0])
       return value[0] as T
     }
@@ -74,6 +77,11 @@ export function registerLocals (app: FastifyInstance): void {
     stateOf(this).userContext = context
   })
 
-  app.addHook('onResponse', async (request) => { await releaseLocals(request) })
-  app.addHook('onRequestAbort', async (request) => { await releaseLocals(request) })
+  // Released when the response is sent (here, before the next request on the connection);
+  // a request cut off by its client releases them on the response's 'close' instead
+  // (whenResponseEnds, attached with the first local). The second call finds nothing left.
+  app.addHook('onResponse', function (request, _reply, done) {
+    if (request[kState]?.locals === undefined) return done()
+    releaseLocals(request).then(() => { done() }, done)
+  })
 }

@@ -14,7 +14,6 @@
  * that calls @fastify/multipart's `request.file()` / `files()` directly gets the Content-Length
  * check only.
  */
-import { rm } from 'node:fs/promises'
 import type { Readable } from 'node:stream'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { MalformedMultipartError, MultipartTooLargeError } from './errors.js'
@@ -143,21 +142,7 @@ export function registerMultipartGuards (app: FastifyInstance): void {
 
   app.addHook('onSend', function (request, reply, payload, done) {
     // HTTP/1 only: HTTP/2 has no Connection header (its stream is reset instead).
-    if (request[kState] !== null && stateOf(request).multipartUnfinished && request.raw.httpVersionMajor === 1) reply.header('connection', 'close')
+    if (request[kState]?.multipartUnfinished === true && request.raw.httpVersionMajor === 1) reply.header('connection', 'close')
     done(null, payload)
   })
-
-  const cleanup = async (request: FastifyRequest): Promise<void> => {
-    const state = request[kState]
-    const folder = state?.tempFolder
-    if (state === null || state === undefined || folder === undefined) return
-    state.tempFolder = undefined
-    try {
-      await rm(await folder, { recursive: true, force: true })
-    } catch (error) {
-      request.log.warn({ err: error }, 'context: cannot remove the upload temp folder')
-    }
-  }
-  app.addHook('onResponse', async (request) => { await cleanup(request) })
-  app.addHook('onRequestAbort', async (request) => { await cleanup(request) })
 }

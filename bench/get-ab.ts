@@ -1,0 +1,148 @@
+/**
+ * Before/after of one route: GET /api/user/:id on the working tree and on other versions of
+ * the service (AB_TREES: git revisions or project copies, comma-separated), interleaved in
+ * every pass (the order rotates from pass to pass), each on the same database and users.
+ *
+ * Two figures per run, because the machine is shared and throughput swings with it:
+ * - req/s (autocannon, 50 connections), compared within a pass;
+ * - CPU per request: the service process's user+system time (/proc/<pid>/stat) and that of
+ *   the PostgreSQL backends serving its pool, divided by the requests answered. CPU time is
+ *   what a request costs whatever else runs, so it is far steadier than req/s on a busy box.
+ *
+ *   AB_TREES=99a32e6 npx tsx bench/get-ab.ts          3 passes of 8 s
+ *   AB_TREES=a,b AB_PASSES=5 AB_SECONDS=5 npx tsx bench/get-ab.ts
+ *   AB_ENV_<tree>=NAME=value;NAME=value               extra environment for one tree (by the
+ *                                                     AB_TREES entry: AB_ENV_99a32e6=...)
+ *   AB_WRITE=<section>                                also write the table into bench/README.md
+ *                                                     between <!-- bench:<section>:start/end -->
+ */
+import { readFileSync } from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import pg from 'pg'
+import { benchDatabase } from './lib/database.js'
+import { load, settle } from './lib/load.js'
+import { describeMachine, formatLoad, machine } from './lib/machine.js'
+import { ROOT, startServer } from './lib/processes.js'
+import { formatMs, formatRps, markdownTable, median, percent, writeSection } from './lib/report.js'
+import { getUserRequests, serviceEnv, userPool, type BenchUser } from './lib/service.js'
+import { prepareTree, workingTree, type ServiceTree } from './lib/trees.js'
+
+const SECONDS = Number(process.env.AB_SECONDS ?? 8)
+const PASSES = Number(process.env.AB_PASSES ?? 3)
+const SPECS = (process.env.AB_TREES ?? '').split(',').filter((s) => s !== '')
+const READERS = 50
+const TICK_US = 1e6 / 100 // USER_HZ: /proc times are in 1/100 s on Linux
+
+interface Run { rps: number, p99: number, non2xx: number, errors: number, serviceUs: number, databaseUs: number }
+
+/** user + system CPU time of a process, in microseconds. */
+function cpuUs (pid: number): number {
+  try {
+    // Fields after the command (which may hold spaces) start after the last ')'.
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(')').pop()!.trim().split(' ')
+    return (Number(fields[11]) + Number(fields[12])) * TICK_US
+  } catch { return 0 } // gone: a backend that closed (rare under load)
+}
+
+/** The PostgreSQL backends of the service's pool (every client backend but our own). */
+async function backendPids (databaseUrl: string): Promise<number[]> {
+  const client = new pg.Client({ connectionString: databaseUrl })
+  await client.connect()
+  try {
+    const { rows } = await client.query<{ pid: number }>(
+      "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND backend_type = 'client backend' AND pid <> pg_backend_pid()")
+    return rows.map((r) => r.pid)
+  } finally { await client.end() }
+}
+
+function treeEnv (spec: string | undefined): Record<string, string> {
+  const raw = spec === undefined ? process.env.AB_ENV : process.env[`AB_ENV_${spec}`]
+  if (!raw) return {}
+  return Object.fromEntries(raw.split(';').filter((s) => s.includes('=')).map((s) => [s.slice(0, s.indexOf('=')), s.slice(s.indexOf('=') + 1)]))
+}
+
+/** Registers and logs in the readers once, through the working tree (the routes are the same in every version). */
+async function readers (databaseUrl: string): Promise<BenchUser[]> {
+  const service = await startServer({ entry: 'src/server.ts', env: serviceEnv(databaseUrl), readyPath: '/health/live' })
+  try { return await userPool(service.url, 20) } finally { await service.stop() }
+}
+
+async function measure (tree: ServiceTree, env: Record<string, string>, databaseUrl: string, users: readonly BenchUser[]): Promise<Run> {
+  const service = await startServer({ entry: 'src/server.ts', cwd: tree.dir, env: { ...serviceEnv(databaseUrl), ...env }, readyPath: '/health/live' })
+  try {
+    const requests = getUserRequests(users)
+    await load({ url: service.url, connections: READERS, seconds: 2, requests })
+    const backends = await backendPids(databaseUrl)
+    const before = { service: cpuUs(service.pid), database: backends.reduce((t, pid) => t + cpuUs(pid), 0) }
+    const figures = await load({ url: service.url, connections: READERS, seconds: SECONDS, requests })
+    const after = { service: cpuUs(service.pid), database: backends.reduce((t, pid) => t + cpuUs(pid), 0) }
+    return {
+      rps: figures.rps,
+      p99: figures.p99,
+      non2xx: figures.non2xx,
+      errors: figures.errors,
+      serviceUs: (after.service - before.service) / figures.total,
+      databaseUs: (after.database - before.database) / figures.total
+    }
+  } finally {
+    await service.stop()
+    await settle(500)
+  }
+}
+
+async function main (): Promise<void> {
+  if (SPECS.length === 0) { console.error('AB_TREES: one or more git revisions or project copies to compare with the working tree'); process.exit(2) }
+  const startedAt = new Date()
+  const trees = [workingTree(), ...SPECS.map(prepareTree)]
+  const envs = [treeEnv(undefined), ...SPECS.map(treeEnv)]
+  const names = trees.map((t) => t.dir === ROOT ? 'working tree' : t.name)
+  const database = await benchDatabase()
+  console.log(`get-ab: ${PASSES} passes of ${SECONDS} s, ${names.join(' vs ')}; ${database.description}; load ${formatLoad(os.loadavg())}`)
+  const runs: Run[][] = trees.map(() => [])
+  const loads: number[][] = []
+  try {
+    const users = await readers(database.url)
+    for (let pass = 0; pass < PASSES; pass++) {
+      loads.push(os.loadavg())
+      for (let k = 0; k < trees.length; k++) {
+        const i = (k + pass) % trees.length
+        const run = await measure(trees[i]!, envs[i]!, database.url, users)
+        runs[i]!.push(run)
+        console.log(`  pass ${pass + 1} ${names[i]!.padEnd(14)} ${formatRps(run.rps).padStart(7)} req/s  p99 ${formatMs(run.p99)} ms  CPU/request: service ${run.serviceUs.toFixed(0)} us, PostgreSQL ${run.databaseUs.toFixed(0)} us  non-2xx ${run.non2xx} errors ${run.errors}`)
+      }
+    }
+  } finally {
+    for (const tree of trees) tree.cleanup()
+    await database.drop()
+  }
+
+  const rows = trees.map((_, i) => {
+    const r = runs[i]!
+    const base = runs[0]!
+    return [
+      names[i]!,
+      formatRps(median(r.map((x) => x.rps))),
+      r.map((x) => formatRps(x.rps)).join(' / '),
+      i === 0 ? '–' : percent(median(r.map((x, p) => base[p]!.rps / x.rps))),
+      median(r.map((x) => x.serviceUs)).toFixed(0),
+      median(r.map((x) => x.databaseUs)).toFixed(0),
+      i === 0 ? '–' : percent(median(r.map((x, p) => (x.serviceUs + x.databaseUs) / (base[p]!.serviceUs + base[p]!.databaseUs)))),
+      formatMs(median(r.map((x) => x.p99))),
+      String(r.reduce((t, x) => t + x.non2xx + x.errors, 0))
+    ]
+  })
+  const m = machine()
+  const text = [
+    `Measured ${startedAt.toISOString().slice(0, 16).replace('T', ' ')} UTC on ${describeMachine(m)}; load average at the start of each pass: ${loads.map(formatLoad).join('; ')}.`,
+    `Command: \`${['AB_TREES', 'AB_PASSES', 'AB_SECONDS', ...Object.keys(process.env).filter((k) => k.startsWith('AB_ENV'))].filter((k) => process.env[k] !== undefined).map((k) => `${k}=${process.env[k]}`).join(' ')} npx tsx bench/get-ab.ts\` (${PASSES} passes of ${SECONDS} s, GET /api/user/:id with ${READERS} connections, the versions interleaved in each pass).`,
+    '',
+    markdownTable(['version', 'req/s (median)', 'per pass', 'working tree / this, req/s (same pass)', 'service CPU us/request', 'PostgreSQL CPU us/request', 'this / working tree, CPU per request (same pass)', 'p99 ms', 'non-2xx + errors'], rows),
+    '',
+    'Ratios above 100% favour the working tree: it answers more requests per second than this version, or this version spends more CPU (service and PostgreSQL) per request.'
+  ].join('\n')
+  console.log(`\n${text}\n`)
+  if (process.env.AB_WRITE) writeSection(path.join(ROOT, 'bench', 'README.md'), process.env.AB_WRITE, text)
+}
+
+await main()
