@@ -3,7 +3,6 @@
  * (src/server.ts) and the tests build it the same way.
  */
 import fastifyCookie from '@fastify/cookie'
-import fastifyHelmet from '@fastify/helmet'
 import fastifyRateLimit from '@fastify/rate-limit'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify'
@@ -41,6 +40,7 @@ import password from './plugins/password.js'
 import prisma from './plugins/prisma.js'
 import redis from './plugins/redis.js'
 import routing from './plugins/routing/index.js'
+import securityHeaders from './plugins/security-headers.js'
 import storage from './plugins/storage.js'
 import { serverOptions } from './options.js'
 import type { Tracing } from './telemetry/index.js'
@@ -68,8 +68,9 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
   app.removeContentTypeParser('text/plain')
   app.setValidatorCompiler(createValidatorCompiler())
 
-  app.addHook('onRequest', async (request, reply) => {
+  app.addHook('onRequest', (request, reply, done) => {
     reply.header('x-request-id', request.id)
+    done()
   })
 
   await app.register(errorHandler)
@@ -83,19 +84,7 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
   // Cookies of browser sessions (src/modules/sessions/cookies.ts); the context plugin uses this registration too.
   await app.register(fastifyCookie)
   await app.register(context, { rawBody: false, ajv: createAjv })
-  await app.register(fastifyHelmet, {
-    // The OpenAPI page loads its own scripts and styles from /docs/static.
-    contentSecurityPolicy: {
-      directives: {
-        'img-src': ["'self'", 'data:', 'validator.swagger.io'],
-        // helmet's default asks browsers to fetch every subresource over HTTPS: over plain
-        // HTTP (compose on a LAN address) the page's own scripts then fail and it is blank.
-        'upgrade-insecure-requests': config.HTTPS_ONLY ? [] : null
-      }
-    },
-    // HSTS only where HTTPS is the only way in.
-    strictTransportSecurity: config.HTTPS_ONLY ? { maxAge: 31_536_000, includeSubDomains: true } : false
-  })
+  await app.register(securityHeaders, { httpsOnly: config.HTTPS_ONLY })
   // Shared state of the replicas (REDIS_URL); app.redis is null without it.
   await app.register(redis, {
     url: config.REDIS_URL,

@@ -97,6 +97,17 @@ t.test('every response carries security headers and its request id', async (t) =
   t.notOk(a.headers['strict-transport-security'], 'no HSTS unless HTTPS_ONLY')
   t.equal(a.headers['x-frame-options'], 'SAMEORIGIN')
   t.notOk(a.headers['x-powered-by'])
+  // The whole set helmet's defaults send (src/plugins/security-headers.ts), also on errors.
+  const names = ['content-security-policy', 'cross-origin-opener-policy', 'cross-origin-resource-policy', 'origin-agent-cluster',
+    'referrer-policy', 'x-content-type-options', 'x-dns-prefetch-control', 'x-download-options', 'x-frame-options',
+    'x-permitted-cross-domain-policies', 'x-xss-protection']
+  const security = (headers: Record<string, unknown>): Record<string, unknown> => Object.fromEntries(names.map((name) => [name, headers[name]]))
+  t.notOk(Object.values(security(a.headers)).includes(undefined), 'every helmet header is present')
+  for (const [url, status] of [['/nowhere', 404], ['/api/user/abc', 401]] as const) {
+    const res = await app.inject({ method: 'GET', url })
+    t.equal(res.statusCode, status)
+    t.same(security(res.headers), security(a.headers), `the same security headers on a ${status}`)
+  }
 })
 
 t.test('HTTPS_ONLY: the CSP upgrades insecure requests and HSTS is sent', async (t) => {

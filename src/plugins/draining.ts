@@ -26,8 +26,9 @@ async function draining (app: FastifyInstance): Promise<void> {
     get active () { return active },
     start () { active = true }
   })
-  app.addHook('onSend', async (_request, reply) => {
+  app.addHook('onSend', (_request, reply, payload, done) => {
     if (active) reply.header('connection', 'close')
+    done(null, payload)
   })
 }
 
