@@ -4,8 +4,10 @@
  * it asks for, `docker compose up --build --scale api=3` on a throwaway project (three API
  * replicas behind HAProxy, the one published port), then over real HTTP through that port:
  * requests reach all three replicas with the proxy's request id and the client's address;
- * register, login, read, create, change, delete; a restart keeps the data; `stop` ends the API
- * with exit 0 within its grace period; `down -v` always.
+ * register, login, read, create, change, delete; a product image uploaded through the proxy
+ * (multipart) and read back; a restart keeps the data and the image (the `uploads` volume,
+ * served by every replica); `stop` ends the API with exit 0 within its grace period;
+ * `down -v` always.
  *
  * Needs a Docker engine. It starts one when none answers and gets the base images: pulled,
  * or, where no registry answers, built by `offline-base-images.sh` (OFFLINE_IMAGES_SCRIPT, or
@@ -17,6 +19,7 @@
 import { execFile, spawn } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { cp, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
+import { get as httpGet, type IncomingHttpHeaders } from 'node:http'
 import os from 'node:os'
 import path from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -142,6 +145,23 @@ async function http (base: string, method: string, url: string, body?: unknown, 
   try { json = JSON.parse(text) } catch { json = undefined }
   return { status: res.status, json, headers: res.headers, text }
 }
+
+/**
+ * GET with exactly these headers (node:http). Not fetch(): with If-None-Match it adds
+ * `Cache-Control: no-cache` (the Fetch standard), and a no-cache request is never a 304.
+ */
+async function rawGet (url: string, headers: Record<string, string> = {}): Promise<{ status: number, headers: IncomingHttpHeaders, body: Buffer }> {
+  return await new Promise((resolve, reject) => {
+    httpGet(url, { headers }, (res) => {
+      const chunks: Buffer[] = []
+      res.on('data', (chunk: Buffer) => chunks.push(chunk))
+      res.on('end', () => { resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks) }) })
+    }).on('error', reject)
+  })
+}
+
+/** A real PNG: 1x1, one RGBA pixel (signature, IHDR, IDAT, IEND, with their CRCs). */
+const PNG = Buffer.from('iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==', 'base64')
 
 /** Waits until Docker reports every container healthy (the image's health check: /health/ready). */
 async function waitHealthy (ids: string[], timeoutMs: number): Promise<void> {
@@ -415,6 +435,28 @@ t.test('docker compose up --build serves the API from .env.example', { skip: wan
     t.match(bad.headers.get('content-type'), /application\/problem\+json/)
   })
 
+  // The image of the kept product: uploaded once, then read through the proxy before and after
+  // the restarts below (the `uploads` volume, shared by the replicas).
+  let imageUrl = ''
+  let imageEtag = ''
+  await t.test('a product image: multipart upload through the proxy, read back', async (t) => {
+    const form = new FormData()
+    form.append('image', new Blob([PNG], { type: 'image/png' }), 'lamp.png')
+    const res = await fetch(`${base}/api/product/${kept}/image`, { method: 'POST', headers: { authorization: `Bearer ${token}` }, body: form })
+    const body = await res.json() as { imageUrl: string | null }
+    t.equal(res.status, 201, `uploaded: ${JSON.stringify(body)}`)
+    t.equal(body.imageUrl, `/api/product/${kept}/image`, 'the product carries its image URL')
+    imageUrl = `${base}/api/product/${kept}/image`
+    const read = await rawGet(imageUrl)
+    t.equal(read.status, 200)
+    t.equal(read.headers['content-type'], 'image/png')
+    t.equal(read.headers['x-content-type-options'], 'nosniff')
+    t.ok(read.body.equals(PNG), `the same ${PNG.length} bytes`)
+    imageEtag = String(read.headers.etag ?? '')
+    t.match(imageEtag, /^"[0-9a-f]{64}"$/, 'a strong ETag (the SHA-256)')
+    t.equal((await rawGet(imageUrl, { 'if-none-match': imageEtag })).status, 304, 'If-None-Match: 304')
+  })
+
   await t.test('the OpenAPI page works over plain HTTP from another machine', async (t) => {
     const address = lanAddress()
     if (address === undefined) { t.comment('this machine has no LAN address: the page is fetched on loopback only') }
@@ -495,7 +537,7 @@ t.test('docker compose up --build serves the API from .env.example', { skip: wan
     })
   })
 
-  await t.test('docker compose restart api: the data is still there', async (t) => {
+  await t.test('docker compose restart api: the data and the product image are still there', async (t) => {
     t.equal((await dc(['restart', 'api'])).code, 0)
     await waitReady(base, 120_000)
     await waitHealthy(apiIds, 120_000)
@@ -503,6 +545,36 @@ t.test('docker compose up --build serves the API from .env.example', { skip: wan
     t.equal(login.status, 200, 'the user survives')
     t.equal((await http(base, 'GET', `/api/product/${kept}`)).json.title, 'Desk lamp', 'the product survives')
     t.equal((await http(base, 'GET', `/api/user/${userId}`, undefined, token)).status, 200, 'a token from before the restart still works (SECRET from .env)')
+
+    await t.test('the product image survives, and every replica serves it (the shared `uploads` volume)', { skip: imageUrl === '' ? 'the upload failed' : false }, async (t) => {
+      // Read until each replica has answered (the proxy marks a restarted replica up after
+      // two good checks); every answer must be the same image, whichever replica sent it.
+      const ids: string[] = []
+      const wrong: string[] = []
+      let reads = 0
+      const deadline = Date.now() + 60_000
+      let served = new Map<string, number>()
+      while (Date.now() < deadline) {
+        for (let i = 0; i < 2 * REPLICAS; i++) {
+          const read = await rawGet(imageUrl)
+          const revalidated = await rawGet(imageUrl, { 'if-none-match': imageEtag })
+          reads += 1
+          ids.push(String(read.headers['x-request-id'] ?? ''), String(revalidated.headers['x-request-id'] ?? ''))
+          if (read.status !== 200 || read.headers['content-type'] !== 'image/png' || !read.body.equals(PNG) || read.headers.etag !== imageEtag) {
+            wrong.push(`GET: ${read.status} ${read.headers['content-type']} ${read.body.length} bytes, ETag ${read.headers.etag}`)
+          }
+          if (revalidated.status !== 304 || revalidated.body.length !== 0 || revalidated.headers.etag !== imageEtag) {
+            wrong.push(`If-None-Match: ${revalidated.status} ${revalidated.body.length} bytes, ETag ${revalidated.headers.etag}`)
+          }
+        }
+        served = await requestsPerContainer(apiIds, ids)
+        if (served.size === REPLICAS) break
+        await sleep(1000)
+      }
+      t.ok(reads > 0, `${reads} GETs and ${reads} GETs with If-None-Match`)
+      t.same(wrong, [], 'every GET: 200, image/png, the same bytes and ETag; every If-None-Match: 304, no body, the same ETag')
+      t.equal(served.size, REPLICAS, `every replica served the image: ${[...served.values()].join(', ')} of ${ids.length} requests`)
+    })
   })
 
   await t.test('docker compose stop: every replica exits 0 within its grace period', async (t) => {
