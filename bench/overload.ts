@@ -158,7 +158,7 @@ async function main (): Promise<void> {
   const phases: Record<string, Split> = {}
   let capacity = 0
   try {
-    for (const [name, overrides] of [['shedding', { ...(SHED_DELAY_MS === undefined ? {} : { MAX_EVENT_LOOP_DELAY_MS: SHED_DELAY_MS }), ...(process.env.OVERLOAD_MAX_DB_WAITING === undefined ? {} : { LOAD_SHED_MAX_DB_WAITING: process.env.OVERLOAD_MAX_DB_WAITING }) }], ['no shedding', { MAX_EVENT_LOOP_DELAY_MS: '0', LOAD_SHED_MAX_DB_WAITING: '0' }]] as const) {
+    for (const [name, overrides] of [['shedding', { ...(SHED_DELAY_MS === undefined ? {} : { MAX_EVENT_LOOP_DELAY_MS: SHED_DELAY_MS }), ...(process.env.OVERLOAD_MAX_DB_WAITING === undefined ? {} : { LOAD_SHED_MAX_DB_WAITING: process.env.OVERLOAD_MAX_DB_WAITING }), ...(process.env.OVERLOAD_MAX_IN_FLIGHT === undefined ? {} : { LOAD_SHED_MAX_IN_FLIGHT: process.env.OVERLOAD_MAX_IN_FLIGHT }) }], ['no shedding', { MAX_EVENT_LOOP_DELAY_MS: '0', LOAD_SHED_MAX_DB_WAITING: '0', LOAD_SHED_MAX_IN_FLIGHT: '0' }]] as const) {
       // Logs at warn: the bench measures the shedding, not 3x as many log lines.
       const service = await startServer({ entry: 'src/server.ts', env: serviceEnv(database.url, { LOG_LEVEL: 'warn', ...overrides }), readyPath: '/health/live' })
       try {

@@ -7,6 +7,7 @@ import fastifyRateLimit from '@fastify/rate-limit'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify'
 import { durationMs, type Config } from './config.js'
+import { createAdmission } from './lib/admission.js'
 import { MemoryAttemptStore, type AttemptStore } from './lib/attempts.js'
 import { RedisAttemptStore } from './lib/redis-attempts.js'
 import { createAjv, createValidatorCompiler } from './lib/validation.js'
@@ -60,7 +61,9 @@ export interface BuildAppOptions {
 export async function buildApp (options: BuildAppOptions): Promise<FastifyInstance> {
   const { config } = options
   const { tracing } = options
-  const app = Fastify({ ...serverOptions(config, options.logStream, tracing?.logMixin), ...options.fastify }).withTypeProvider<TypeBoxTypeProvider>()
+  // Admission first: under overload, a request is refused before Fastify sees it (src/lib/admission.ts).
+  const admission = createAdmission({ maxInFlight: config.LOAD_SHED_MAX_IN_FLIGHT, retryAfterSeconds: config.LOAD_SHED_RETRY_AFTER_S })
+  const app = Fastify({ ...serverOptions(config, options.logStream, tracing?.logMixin), serverFactory: admission.serverFactory, ...options.fastify }).withTypeProvider<TypeBoxTypeProvider>()
   // First, so that its span is active in every later hook, handler and query.
   if (tracing) await app.register(tracing.plugin)
   // The API speaks JSON only: without this, Fastify's built-in text/plain parser would
@@ -124,8 +127,8 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
     pgbouncer: config.DB_PGBOUNCER
   })
   await app.register(password, { cost: config.BCRYPT_COST })
-  await app.register(metrics)
-  await app.register(loadShedding, { maxEventLoopDelayMs: config.MAX_EVENT_LOOP_DELAY_MS, sampleIntervalMs: config.LOAD_SHED_SAMPLE_MS, maxDbWaiting: config.LOAD_SHED_MAX_DB_WAITING, retryAfterSeconds: config.LOAD_SHED_RETRY_AFTER_S })
+  await app.register(metrics, { admission })
+  await app.register(loadShedding, { admission, maxEventLoopDelayMs: config.MAX_EVENT_LOOP_DELAY_MS, sampleIntervalMs: config.LOAD_SHED_SAMPLE_MS, maxDbWaiting: config.LOAD_SHED_MAX_DB_WAITING })
 
   // Data access and services, each built once (docs/architecture.md); routes call the services.
   await app.register(usersRepository)

@@ -119,6 +119,12 @@ export const EnvSchema = Type.Object({
   MAX_EVENT_LOOP_DELAY_MS: Type.Integer({ default: 200, minimum: 0, maximum: 60_000 }),
   /** How often the event loop delay is sampled: shedding starts and stops within about this time. */
   LOAD_SHED_SAMPLE_MS: Type.Integer({ default: 1000, minimum: 10, maximum: 60_000 }),
+  /**
+   * Shed load (503 OVERLOADED, before Fastify: src/lib/admission.ts) while this many admitted
+   * requests are unfinished; 0 = no cap. Bounds the queue inside one process, and so the
+   * latency of the requests it serves under overload (bench/README.md, "Load shedding").
+   */
+  LOAD_SHED_MAX_IN_FLIGHT: Type.Integer({ default: 256, minimum: 0, maximum: 1_000_000 }),
   /** Shed load (503 OVERLOADED) while this many queries wait for a database pool connection; 0 = never. */
   LOAD_SHED_MAX_DB_WAITING: Type.Integer({ default: 0, minimum: 0, maximum: 100_000 }),
   /** `Retry-After` (seconds) of a shed request's 503. */

@@ -6,7 +6,8 @@
  *   (`/api/product/:id`), never the URL; requests no route matched share `route="unmatched"`,
  *   so ids and 404 garbage cannot grow the label set;
  * - `http_requests_in_flight`; `http_rate_limited_total{method,route}` (every 429);
- *   `http_load_shed_total{method,route}` (503s of the load shedding, src/plugins/load-shedding.ts);
+ *   `http_load_shed_total{reason}` (503s of the load shedding, src/lib/admission.ts:
+ *   `in_flight`, `db_queue`, `event_loop`; refused before routing, so no route label);
  * - `db_pool_connections{state}`, `db_pool_waiting_clients`, `db_pool_max_connections` (pg's pool);
  * - `password_queue_size`, `password_task_duration_seconds{op}` (bcrypt in piscina, queue
  *   wait included);
@@ -16,6 +17,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client'
 import { sqlPool } from '../db/client.js'
+import { SHED_REASONS, type Admission } from '../lib/admission.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -25,8 +27,11 @@ declare module 'fastify' {
 
 interface Metrics {
   registry: Registry
-  /** Counts a request refused by the load shedding. */
-  loadShed: (request: FastifyRequest) => void
+}
+
+export interface MetricsOptions {
+  /** Admission (src/lib/admission.ts): its refusals are `http_load_shed_total`. */
+  admission: Admission
 }
 
 /** The label of requests no route matched (404s, and 405s of unknown methods). */
@@ -37,7 +42,7 @@ function routeLabel (request: FastifyRequest): string {
   return request.routeOptions.url ?? UNMATCHED_ROUTE
 }
 
-async function metricsPlugin (app: FastifyInstance): Promise<void> {
+async function metricsPlugin (app: FastifyInstance, options: MetricsOptions): Promise<void> {
   const registry = new Registry()
   collectDefaultMetrics({ register: registry })
 
@@ -55,11 +60,17 @@ async function metricsPlugin (app: FastifyInstance): Promise<void> {
     labelNames: ['method', 'route'] as const,
     registers: [registry]
   })
-  const shed = new Counter({
+  const { admission } = options
+  // eslint-disable-next-line no-new
+  new Counter({
     name: 'http_load_shed_total',
-    help: 'Requests refused with 503 by the load shedding (event loop delay past MAX_EVENT_LOOP_DELAY_MS), by route pattern',
-    labelNames: ['method', 'route'] as const,
-    registers: [registry]
+    help: 'Requests refused with 503 OVERLOADED by the load shedding, by reason (in_flight: LOAD_SHED_MAX_IN_FLIGHT, db_queue: LOAD_SHED_MAX_DB_WAITING, event_loop: MAX_EVENT_LOOP_DELAY_MS)',
+    labelNames: ['reason'] as const,
+    registers: [registry],
+    collect () {
+      this.reset()
+      for (const reason of SHED_REASONS) this.inc({ reason }, admission.refused[reason])
+    }
   })
 
   const pool = sqlPool(app.prisma)
@@ -106,10 +117,7 @@ async function metricsPlugin (app: FastifyInstance): Promise<void> {
   })
   passwords.onTask((op, seconds) => { passwordTime.observe({ op }, seconds) })
 
-  app.decorate('metrics', {
-    registry,
-    loadShed: (request: FastifyRequest) => { shed.inc({ method: request.method, route: routeLabel(request) }) }
-  })
+  app.decorate('metrics', { registry })
 
   app.addHook('onRequest', (_request, reply, done) => {
     inFlight.inc()

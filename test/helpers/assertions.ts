@@ -7,7 +7,10 @@ import { Problem } from '../../src/lib/problem.js'
 type Asserts = Pick<Test, 'equal' | 'ok' | 'match' | 'notMatch'>
 
 /** The response is problem details with this status and code, in the documented shape. */
-export function assertProblem (t: Asserts, res: LightMyRequestResponse, status: number, code: string): Record<string, any> {
+/** An answer of `app.inject`, or one read off a real socket with the same four members. */
+export type Answer = Pick<LightMyRequestResponse, 'statusCode' | 'headers' | 'body' | 'json'>
+
+export function assertProblem (t: Asserts, res: Answer, status: number, code: string): Record<string, any> {
   t.equal(res.statusCode, status, `status ${status} (${res.body.slice(0, 200)})`)
   t.match(res.headers['content-type'], /^application\/problem\+json/, 'problem content type')
   const body = res.json()
