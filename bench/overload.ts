@@ -1,24 +1,36 @@
 /**
- * Load shedding under a 3x overload (issue 14, item 6; docs/operations.md).
+ * Load shedding under a 3x overload (issue 14, item 6; docs/operations.md, "Load shedding").
  *
- * In one run, against the same database and the same user pool:
- * 1. capacity: GET /api/user/:id with 50 connections (closed loop) on the service as shipped;
- * 2. the same service (shedding at its defaults) offered 3x that rate in an open loop;
- * 3. the service with no shedding (both triggers 0) offered the same 3x rate.
- * Latencies are split by answer: p50/p99 of the accepted (2xx) requests, and of the 503s.
+ * In one run, against the same database and the same user pool, GET /api/user/:id:
+ * 1. capacity: 50 connections in a closed loop (autocannon) on the service as shipped;
+ * 2. then 3x that rate offered in an open loop (bench/lib/open-loop.ts, a process of its
+ *    own: requests on a fixed schedule whatever the answers, a 503 not retried) to
+ *    - the service alone, as shipped (admission: LOAD_SHED_MAX_IN_FLIGHT, src/lib/admission.ts);
+ *    - the service alone with every shedding condition off;
+ *    - the service behind HAProxy running deploy/haproxy.cfg, as compose ships it (its
+ *      per-replica maxconn and queue limit);
+ *    - the same proxy without those limits, and the service without shedding.
+ * Latencies count from each request's scheduled time and are split by answer: p50/p99 of
+ * the accepted (2xx), and of the 503s; the 2xx p99 is also given by second of the run.
  *
  *   npx tsx bench/overload.ts            10 s per phase; rewrites "Load shedding" in bench/README.md
  *   npx tsx bench/overload.ts --quick    3 s per phase, prints only
  *   OVERLOAD_FACTOR=3 BENCH_SECONDS=10 BENCH_WRITE=0
- *   OVERLOAD_MAX_DELAY_MS=50 OVERLOAD_MAX_DB_WAITING=20   other thresholds for the shedding phase
+ *   OVERLOAD_MAX_IN_FLIGHT=64 OVERLOAD_MAX_DELAY_MS=50 OVERLOAD_MAX_DB_WAITING=20
+ *                                        other thresholds for the service as shipped
  *   DATABASE_URL=postgresql://...        a fresh database on that server
+ * Needs `haproxy` on PATH (Debian: apt-get install haproxy) for the proxy phases.
  */
+import { execFile, spawn } from 'node:child_process'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
-import http from 'node:http'
-import { performance } from 'node:perf_hooks'
+import { promisify } from 'node:util'
+import { freePort } from '../src/db/embedded.js'
+import { hostConfig } from '../test/deploy/helpers/haproxy.js'
 import { benchDatabase } from './lib/database.js'
 import { load, settle } from './lib/load.js'
+import { openLoop, quantile } from './lib/open-loop.js'
 import { describeMachine, formatLoad, machine } from './lib/machine.js'
 import { ROOT, startServer } from './lib/processes.js'
 import { formatMs, formatRps, markdownTable, writeSection } from './lib/report.js'
@@ -41,7 +53,6 @@ interface Split {
   rps: number
   /** 2xx answers per second: the useful work. */
   goodput: number
-  ok: number[]
   shed: number
   other: number
   errors: number
@@ -50,85 +61,45 @@ interface Split {
   okP99: number
   okMax: number
   shedP99: number
+  /** The generator's lag p99 (ms): well above 1 ms, the client side held requests back. */
+  lagP99: number
+  /** The generator's CPU per request (µs). */
+  generatorMicros: number
+  /** 2xx answers and their p99 (ms) by second of the schedule. */
+  bySecond: Array<{ count: number, p99: number }>
 }
 
-function quantile (sorted: readonly number[], q: number): number {
-  if (sorted.length === 0) return Number.NaN
-  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!
+/** GET /api/user/:id as raw HTTP/1.1 bytes, one per user, for the open-loop generator. */
+function rawGetUserRequests (url: string, users: readonly BenchUser[]): Buffer[] {
+  const { host } = new URL(url)
+  return users.map((user) => Buffer.from(`GET /api/user/${user.id} HTTP/1.1\r\nHost: ${host}\r\nAuthorization: Bearer ${user.token}\r\n\r\n`, 'latin1'))
 }
 
 /**
- * An open loop: `rate` requests per second, each on its own schedule (every 10 ms a batch),
- * whatever happened to the earlier ones, as independent clients arrive; a client that gets
- * a 503 goes away (it would come back after Retry-After). Over keep-alive sockets, as many
- * as needed. autocannon is a closed loop (a connection sends its next request when the
- * last one is answered), in which a fast 503 only invites the next request at once.
+ * An open loop (bench/lib/open-loop.ts, in a process of its own): `rate` requests per
+ * second on a fixed schedule whatever happened to the earlier ones, as independent clients
+ * arrive; a client that gets a 503 goes away (it would come back after Retry-After).
+ * Latencies count from each request's scheduled time. autocannon is a closed loop (a
+ * connection sends its next request when the last one is answered), in which a fast 503
+ * only invites the next request at once.
  */
 async function overload (url: string, users: readonly BenchUser[], rate: number, seconds: number): Promise<Split> {
-  const agent = new http.Agent({ keepAlive: true, maxSockets: 4000 })
-  const { hostname, port } = new URL(url)
-  const ok: number[] = []
-  const shedTimes: number[] = []
-  let other = 0
-  let errors = 0
-  let timeouts = 0
-  let sent = 0
-  const pending = new Set<Promise<void>>()
-  const one = (user: BenchUser): Promise<void> => new Promise<void>((resolve) => {
-    const start = performance.now()
-    const request = http.request({ agent, hostname, port, path: `/api/user/${user.id}`, headers: { authorization: `Bearer ${user.token}` }, timeout: TIMEOUT_SECONDS * 1000 }, (response) => {
-      response.resume()
-      response.on('end', () => {
-        const ms = performance.now() - start
-        const status = response.statusCode ?? 0
-        if (status >= 200 && status < 300) ok.push(ms)
-        else if (status === 503) shedTimes.push(ms)
-        else other += 1
-        resolve()
-      })
-    })
-    let timedOut = false
-    request.on('timeout', () => { timedOut = true; timeouts += 1; request.destroy(new Error('timeout')) })
-    request.on('error', () => { if (!timedOut) errors += 1; resolve() })
-    request.end()
-  })
-  const tick = 10
-  const perTick = rate * tick / 1000
-  const startedAt = performance.now()
-  let owed = 0
-  await new Promise<void>((resolve) => {
-    const timer = setInterval(() => {
-      const elapsed = performance.now() - startedAt
-      if (elapsed >= seconds * 1000) { clearInterval(timer); resolve(); return }
-      // Catch up on the schedule even when this process was late.
-      owed = rate * elapsed / 1000 - sent
-      for (let i = 0; i < Math.floor(Math.min(owed, perTick * 20)); i++) {
-        const p = one(users[sent % users.length]!)
-        sent += 1
-        pending.add(p)
-        p.then(() => { pending.delete(p) }, () => {})
-      }
-    }, tick)
-  })
-  await Promise.all(pending)
-  const drained = (performance.now() - startedAt) / 1000
-  agent.destroy()
-  ok.sort((a, b) => a - b)
-  shedTimes.sort((a, b) => a - b)
-  const answered = ok.length + shedTimes.length + other
+  const result = await openLoop({ url, requests: rawGetUserRequests(url, users), rate, seconds, timeoutMs: TIMEOUT_SECONDS * 1000, preconnect: 200 })
   return {
-    offered: sent / seconds,
-    rps: answered / drained,
-    goodput: ok.length / drained,
-    ok,
-    shed: shedTimes.length,
-    other,
-    errors: errors + timeouts,
-    timeouts,
-    okP50: quantile(ok, 0.5),
-    okP99: quantile(ok, 0.99),
-    okMax: ok.at(-1) ?? Number.NaN,
-    shedP99: quantile(shedTimes, 0.99)
+    offered: result.offeredPerSecond,
+    rps: result.answeredPerSecond,
+    goodput: result.okLatencies.length / result.drainedSeconds,
+    shed: result.shedLatencies.length,
+    other: result.otherStatus,
+    errors: result.errors + result.timeouts,
+    timeouts: result.timeouts,
+    okP50: quantile(result.okLatencies, 0.5),
+    okP99: quantile(result.okLatencies, 0.99),
+    okMax: result.okLatencies.at(-1) ?? Number.NaN,
+    shedP99: quantile(result.shedLatencies, 0.99),
+    lagP99: result.lagP99Ms,
+    generatorMicros: result.cpuMicrosPerRequest,
+    bySecond: result.okBySecond
   }
 }
 
@@ -149,53 +120,114 @@ function row (label: string, s: Split): string[] {
   ]
 }
 
+interface Phase {
+  name: string
+  /** The service's shedding settings. */
+  env: Record<string, string>
+  /** Through HAProxy running deploy/haproxy.cfg: with its limits, or with them taken out. */
+  proxy?: 'limits' | 'no limits'
+}
+
+const SHIPPED: Record<string, string> = {
+  ...(SHED_DELAY_MS === undefined ? {} : { MAX_EVENT_LOOP_DELAY_MS: SHED_DELAY_MS }),
+  ...(process.env.OVERLOAD_MAX_DB_WAITING === undefined ? {} : { LOAD_SHED_MAX_DB_WAITING: process.env.OVERLOAD_MAX_DB_WAITING }),
+  ...(process.env.OVERLOAD_MAX_IN_FLIGHT === undefined ? {} : { LOAD_SHED_MAX_IN_FLIGHT: process.env.OVERLOAD_MAX_IN_FLIGHT })
+}
+const NO_SHEDDING = { MAX_EVENT_LOOP_DELAY_MS: '0', LOAD_SHED_MAX_DB_WAITING: '0', LOAD_SHED_MAX_IN_FLIGHT: '0' }
+const PHASES: Phase[] = [
+  { name: 'service alone, shedding as shipped', env: SHIPPED },
+  { name: 'service alone, no shedding', env: NO_SHEDDING },
+  { name: 'behind HAProxy (deploy/haproxy.cfg), as shipped', env: SHIPPED, proxy: 'limits' },
+  { name: 'behind HAProxy without its limits, no shedding', env: NO_SHEDDING, proxy: 'no limits' }
+]
+
+/**
+ * HAProxy on deploy/haproxy.cfg for one local server (test/deploy/helpers/haproxy.ts), its
+ * request log off (the bench measures the limits, not log lines); 'no limits' takes out the
+ * per-replica maxconn and the queue rule.
+ */
+async function startProxy (serverPort: number, limits: boolean): Promise<{ url: string, stop: () => void }> {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'ups-bench-overload-'))
+  const port = await freePort()
+  let config = (await hostConfig(port, [serverPort], path.join(dir, 'admin.sock'))).replace(/^\s*log stdout.*$/m, '')
+  if (!limits) config = config.replace(/ maxconn 64$/m, '').replace(/^\s*http-request deny deny_status 503 if \{ queue\(api\).*$/m, '')
+  writeFileSync(path.join(dir, 'haproxy.cfg'), config)
+  const child = spawn('haproxy', ['-db', '-f', path.join(dir, 'haproxy.cfg')], { stdio: 'ignore' })
+  const url = `http://127.0.0.1:${port}`
+  // Up once its health check has seen the server (inter 1 s, rise 2).
+  for (let i = 0; ; i++) {
+    const status = await fetch(`${url}/health/live`).then((res) => res.status, () => 0)
+    if (status === 200) break
+    if (i > 100) { child.kill('SIGKILL'); throw new Error('HAProxy did not pass requests within 10 s') }
+    await new Promise((resolve) => setTimeout(resolve, 100))
+  }
+  return { url, stop: () => { child.kill('SIGKILL'); rmSync(dir, { recursive: true, force: true }) } }
+}
+
 async function main (): Promise<void> {
   const startedAt = new Date()
   const loadAtStart = os.loadavg()
   console.log(`overload: ${SECONDS} s per phase, ${FACTOR}x, on ${describeMachine(machine())}; load ${formatLoad(loadAtStart)}`)
   const database = await benchDatabase()
   let users: BenchUser[] = []
-  const phases: Record<string, Split> = {}
+  const results: Array<{ phase: Phase, split: Split }> = []
   let capacity = 0
+  let capacityLine = ''
   try {
-    for (const [name, overrides] of [['shedding', { ...(SHED_DELAY_MS === undefined ? {} : { MAX_EVENT_LOOP_DELAY_MS: SHED_DELAY_MS }), ...(process.env.OVERLOAD_MAX_DB_WAITING === undefined ? {} : { LOAD_SHED_MAX_DB_WAITING: process.env.OVERLOAD_MAX_DB_WAITING }), ...(process.env.OVERLOAD_MAX_IN_FLIGHT === undefined ? {} : { LOAD_SHED_MAX_IN_FLIGHT: process.env.OVERLOAD_MAX_IN_FLIGHT }) }], ['no shedding', { MAX_EVENT_LOOP_DELAY_MS: '0', LOAD_SHED_MAX_DB_WAITING: '0', LOAD_SHED_MAX_IN_FLIGHT: '0' }]] as const) {
+    for (const phase of PHASES) {
       // Logs at warn: the bench measures the shedding, not 3x as many log lines.
-      const service = await startServer({ entry: 'src/server.ts', env: serviceEnv(database.url, { LOG_LEVEL: 'warn', ...overrides }), readyPath: '/health/live' })
+      const service = await startServer({ entry: 'src/server.ts', env: serviceEnv(database.url, { LOG_LEVEL: 'warn', ...phase.env }), readyPath: '/health/live' })
+      const proxy = phase.proxy === undefined ? undefined : await startProxy(service.port, phase.proxy === 'limits')
+      const url = proxy?.url ?? service.url
       try {
         if (users.length === 0) users = await userPool(service.url, 20, 'overload')
-        await load({ url: service.url, connections: CAPACITY_CONNECTIONS, seconds: WARMUP_SECONDS, requests: getUserRequests(users) })
+        await load({ url, connections: CAPACITY_CONNECTIONS, seconds: WARMUP_SECONDS, requests: getUserRequests(users) })
         if (capacity === 0) {
           const measured = await load({ url: service.url, connections: CAPACITY_CONNECTIONS, seconds: SECONDS, requests: getUserRequests(users) })
           capacity = measured.rps
-          console.log(`  capacity (${CAPACITY_CONNECTIONS} connections, closed loop): ${formatRps(capacity)} req/s, p50 ${formatMs(measured.p50)} ms, p99 ${formatMs(measured.p99)} ms, non-2xx ${measured.non2xx}`)
-          await settle()
+          capacityLine = `${formatRps(capacity)} req/s, p50 ${formatMs(measured.p50)} ms, p99 ${formatMs(measured.p99)} ms`
+          console.log(`  capacity (${CAPACITY_CONNECTIONS} connections, closed loop): ${capacityLine}, non-2xx ${measured.non2xx}`)
         }
-        const split = await overload(service.url, users, Math.round(capacity * FACTOR), SECONDS)
-        phases[name] = split
-        console.log(`  ${name}: offered ${formatRps(split.offered)}/s, answered ${formatRps(split.rps)}/s, 2xx ${formatRps(split.goodput)}/s, 2xx p50 ${formatMs(split.okP50)} p99 ${formatMs(split.okP99)} max ${formatMs(split.okMax)} ms, 503 ${split.shed}, timeouts ${split.timeouts}, errors ${split.errors}, other ${split.other}`)
+        await settle()
+        const split = await overload(url, users, Math.round(capacity * FACTOR), SECONDS)
+        results.push({ phase, split })
+        console.log(`  ${phase.name}: offered ${formatRps(split.offered)}/s, answered ${formatRps(split.rps)}/s, 2xx ${formatRps(split.goodput)}/s, 2xx p50 ${formatMs(split.okP50)} p99 ${formatMs(split.okP99)} max ${formatMs(split.okMax)} ms, 503 ${split.shed}, timeouts ${split.timeouts}, errors ${split.errors}, other ${split.other}; generator lag p99 ${formatMs(split.lagP99)} ms, ${split.generatorMicros.toFixed(0)} µs CPU/request`)
+        console.log(`    2xx by second (count @ p99 ms): ${bySecond(split)}`)
         await settle(3000)
-      } finally { await service.stop() }
+      } finally {
+        proxy?.stop()
+        await service.stop()
+      }
     }
   } finally {
     await database.drop()
   }
 
-  const shed = phases.shedding!
-  const none = phases['no shedding']!
   const text = [
-    `Measured ${startedAt.toISOString().slice(0, 16).replace('T', ' ')} UTC on ${describeMachine(machine())}; load average at the start ${formatLoad(loadAtStart)}, at the end ${formatLoad(os.loadavg())}.`,
+    `Measured ${startedAt.toISOString().slice(0, 16).replace('T', ' ')} UTC on ${describeMachine(machine())}; load average at the start ${formatLoad(loadAtStart)}, at the end ${formatLoad(os.loadavg())}. HAProxy ${await haproxyVersion()}.`,
     `Command: \`${command()}\`. Database: ${database.description}.`,
-    `Capacity: GET /api/user/:id, ${CAPACITY_CONNECTIONS} connections, closed loop: **${formatRps(capacity)} req/s**. Then ${FACTOR}x that rate offered for ${SECONDS} s in an open loop (bench/overload.ts: requests on a fixed schedule whatever the answers, a 503 not retried, timeout ${TIMEOUT_SECONDS} s), first to the service with MAX_EVENT_LOOP_DELAY_MS=${SHED_DELAY_MS ?? '200 (default)'} and LOAD_SHED_MAX_DB_WAITING=${process.env.OVERLOAD_MAX_DB_WAITING ?? '0 (default)'}, then to the same code with MAX_EVENT_LOOP_DELAY_MS=0 and LOAD_SHED_MAX_DB_WAITING=0.`,
+    `Capacity: GET /api/user/:id on the service alone, ${CAPACITY_CONNECTIONS} connections, closed loop: **${capacityLine}**. Then ${FACTOR}x that rate offered for ${SECONDS} s in an open loop to each setup (bench/lib/open-loop.ts: requests on a fixed schedule whatever the answers, latency from the scheduled time, a 503 not retried, timeout ${TIMEOUT_SECONDS} s). "As shipped": the defaults of .env.example and deploy/haproxy.cfg${Object.keys(SHIPPED).length > 0 ? `, with ${Object.entries(SHIPPED).map(([k, v]) => `${k}=${v}`).join(', ')}` : ''}.`,
     '',
-    markdownTable(['service', 'offered/s', 'answered/s', '2xx/s', '2xx p50 ms', '2xx p99 ms', '2xx max ms', '503s', '503 p99 ms', 'timeouts', 'errors', 'other'], [row('shedding (default)', shed), row('no shedding', none)]),
+    markdownTable(['setup', 'offered/s', 'answered/s', '2xx/s', '2xx p50 ms', '2xx p99 ms', '2xx max ms', '503s', '503 p99 ms', 'timeouts', 'errors', 'other'], results.map(({ phase, split }) => row(phase.name, split))),
     '',
-    `Ratios, shedding / no shedding: 2xx p99 ${(shed.okP99 / none.okP99).toFixed(2)}x, 2xx per second ${(shed.goodput / none.goodput).toFixed(2)}x, timeouts ${shed.timeouts} vs ${none.timeouts}.`
+    'The 2xx p99 (ms) by second of the run (count of 2xx @ p99):',
+    '',
+    ...results.map(({ phase, split }) => `- ${phase.name}: ${bySecond(split)}`)
   ].join('\n')
   console.log(`\n${text}\n`)
   if (WRITE) {
     writeSection(path.join(ROOT, 'bench', 'README.md'), 'overload', text)
     console.log('overload: results written to bench/README.md')
   }
+}
+
+function bySecond (split: Split): string {
+  return split.bySecond.map((b) => b.count === 0 ? '0' : `${b.count}@${formatMs(b.p99)}`).join(' ')
+}
+
+async function haproxyVersion (): Promise<string> {
+  const { stdout } = await promisify(execFile)('haproxy', ['-v'])
+  return /version (\S+)/.exec(stdout)?.[1] ?? 'unknown'
 }
 
 await main()

@@ -83,6 +83,14 @@ export interface OpenLoopResult {
   byStatus: Record<number, number>
   /** ms from the scheduled time, 2xx answers, sorted. */
   okLatencies: Float64Array
+  /**
+   * By second of the schedule (the second each request was due in): the 2xx answers and
+   * their p99 latency (ms; NaN with none). Shows whether latency stays put or grows with the
+   * length of the run, and the warm-up apart from the steady state.
+   */
+  okBySecond: Array<{ count: number, p99: number }>
+  /** The slowest 2xx answers (at most 20): when each was due (ms into the run), and its latency. */
+  okSlowest: Array<{ dueMs: number, ms: number }>
   /** ms from the scheduled time, 503 answers, sorted. */
   shedLatencies: Float64Array
   /** Answers neither 2xx nor 503. */
@@ -310,6 +318,7 @@ export async function runOpenLoop (options: OpenLoopOptions): Promise<OpenLoopRe
   const count = requests.length
   const headRequest = requests.map((r) => r.toString('latin1', 0, 5) === 'HEAD ')
   const okLatencies = new Float64Array(total)
+  const okDueMs = new Float64Array(total)
   const shedLatencies = new Float64Array(total)
   const lags = new Float64Array(total)
   const statuses = new Uint32Array(1000)
@@ -373,8 +382,10 @@ export async function runOpenLoop (options: OpenLoopOptions): Promise<OpenLoopRe
     const status = c.parser.status
     const ms = now - (start + c.k * interval)
     statuses[status] = statuses[status]! + 1
-    if (status >= 200 && status < 300) okLatencies[okCount++] = ms
-    else if (status === 503) shedLatencies[shedCount++] = ms
+    if (status >= 200 && status < 300) {
+      okDueMs[okCount] = c.k * interval
+      okLatencies[okCount++] = ms
+    } else if (status === 503) shedLatencies[shedCount++] = ms
     else other += 1
     answered += 1
     lastAnswer = now
@@ -529,6 +540,11 @@ export async function runOpenLoop (options: OpenLoopOptions): Promise<OpenLoopRe
   const byStatus: Record<number, number> = {}
   statuses.forEach((n, status) => { if (n > 0) byStatus[status] = n })
   const lagsSorted = lags.slice(0, sent).sort()
+  const perSecond: number[][] = Array.from({ length: Math.ceil(seconds) }, () => [])
+  for (let i = 0; i < okCount; i++) perSecond[Math.min(perSecond.length - 1, Math.floor(okDueMs[i]! / 1000))]!.push(okLatencies[i]!)
+  const okSlowest = Array.from({ length: okCount }, (_, i) => ({ dueMs: okDueMs[i]!, ms: okLatencies[i]! }))
+    .sort((a, b) => b.ms - a.ms).slice(0, 20)
+  const okBySecond = perSecond.map((values) => ({ count: values.length, p99: quantile(Float64Array.from(values).sort(), 0.99) }))
   return {
     rate,
     seconds,
@@ -539,6 +555,8 @@ export async function runOpenLoop (options: OpenLoopOptions): Promise<OpenLoopRe
     answeredPerSecond: answered === 0 ? 0 : answered / ((lastAnswer - start) / 1000),
     byStatus,
     okLatencies: okLatencies.slice(0, okCount).sort(),
+    okBySecond,
+    okSlowest,
     shedLatencies: shedLatencies.slice(0, shedCount).sort(),
     otherStatus: other,
     errors,

@@ -21,6 +21,8 @@ export interface Haproxy {
   states: () => Promise<Map<string, string>>
   /** Each server's total of requests sent to it (HAProxy's `stot`). */
   totals: () => Promise<Map<string, number>>
+  /** Requests waiting in the backend's queue for a free server slot now (its `qcur`). */
+  queued: () => Promise<number>
 }
 
 /** The haproxy binary: on PATH, or where Debian puts it (/usr/sbin, off a non-root PATH). */
@@ -87,6 +89,7 @@ export async function startHaproxy (t: Teardown, proxyPort: number, serverPorts:
     child,
     output: () => text,
     states: async () => new Map((await backend()).map((row) => [row.svname!, row.status!])),
-    totals: async () => new Map((await backend()).map((row) => [row.svname!, Number(row.stot)]))
+    totals: async () => new Map((await backend()).map((row) => [row.svname!, Number(row.stot)])),
+    queued: async () => Number((await stat(socket)).find((row) => row.pxname === 'api' && row.svname === 'BACKEND')?.qcur ?? Number.NaN)
   }
 }
