@@ -81,6 +81,12 @@ export class FileBlobStorage implements BlobStorage {
       await mkdir(path.dirname(target), { recursive: true })
       await rename(temp, target)
     } catch (error) {
+      // The file is opened asynchronously: a body that fails early can settle the pipeline
+      // before the open has created the temp file, and an `rm` then would run first and
+      // leave it behind (seen under load). Once the stream has closed, the file exists or
+      // never will.
+      file.destroy()
+      if (!file.closed) await new Promise<void>((resolve) => file.once('close', () => { resolve() }))
       await rm(temp, { force: true })
       throw error
     }
