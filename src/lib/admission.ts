@@ -43,16 +43,12 @@ export interface AdmissionOptions {
 export interface Admission {
   /** `Retry-After` of a refusal (seconds, as sent). */
   readonly retryAfter: string
-  /** Admitted requests whose response has not closed yet. */
-  readonly inFlight: number
   /** Refusals so far, by reason (both here and by the load-shedding plugin's hook). */
   readonly refused: Readonly<Record<ShedReason, number>>
   /** A path (without the query) never refused and not counted. */
   exempt: (path: string) => void
   /** Adds a condition checked for every request after the in-flight cap. */
   watch: (check: () => Overload | undefined) => void
-  /** The current overload, if any (the in-flight cap first, then the watched conditions). */
-  overload: () => Overload | undefined
   /** Counts a refusal made elsewhere (under-pressure's hook inside Fastify). */
   count: (reason: ShedReason) => void
   /** The problem details of a refusal: the body's `detail`. */
@@ -81,6 +77,7 @@ export function createAdmission (options: AdmissionOptions): Admission {
   // response, also when the client went away before the end).
   const release = (): void => { inFlight -= 1 }
 
+  /** The current overload, if any: the in-flight cap first, then the watched conditions. */
   function overload (): Overload | undefined {
     if (maxInFlight > 0 && inFlight >= maxInFlight) return { reason: 'in_flight', why: `${inFlight} requests in progress` }
     for (const check of checks) {
@@ -144,11 +141,9 @@ export function createAdmission (options: AdmissionOptions): Admission {
 
   return {
     retryAfter,
-    get inFlight () { return inFlight },
     refused,
     exempt (path) { exempt.add(path) },
     watch (check) { checks.push(check) },
-    overload,
     count (reason) { refused[reason] += 1 },
     detail,
     serverFactory
