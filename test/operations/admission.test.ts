@@ -52,7 +52,9 @@ async function until (what: string, check: () => boolean, ms = 5000): Promise<vo
 }
 
 async function listening (t: Test, env: Record<string, string>): Promise<TestApp> {
-  const app = await build(t, { env: { DB_POOL_SIZE: '1', ...env } })
+  // Requests wait for the pool's one connection as long as a test holds it: pg-pool's
+  // connection timeout also bounds that wait (DB_CONNECT_TIMEOUT_MS), so it is raised here.
+  const app = await build(t, { env: { DB_POOL_SIZE: '1', DB_CONNECT_TIMEOUT_MS: '60000', ...env } })
   await app.listen({ host: '127.0.0.1', port: 0 })
   return app
 }
