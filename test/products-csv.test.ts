@@ -97,3 +97,55 @@ t.test('406 when neither representation is acceptable; 400 for a JSON page over 
   t.same(res.errors, [{ in: 'querystring', field: '/limit', message: 'must be <= 100' }], 'the same 400 as any out-of-range value')
   assertProblem(t, await app.inject({ url: '/api/product?limit=10001', headers: { accept: 'text/csv' } }), 400, 'VALIDATION_FAILED')
 })
+
+t.test('media-type parameters: the ones the CSV or JSON answer satisfies are fine; others and q=0 refuse (RFC 9110 12.5.1)', async (t) => {
+  const csv = /^text\/csv; charset=utf-8; header=present$/
+  const json = /^application\/json/
+  const cases: Array<[string, RegExp | 406]> = [
+    // The service's own type, in part or whole, in any case, quoted or not.
+    ['text/csv; charset=utf-8', csv],
+    ['text/csv;header=present', csv],
+    ['text/csv; charset=utf-8; header=present', csv],
+    ['TEXT/CSV; CHARSET="UTF-8"; Header=Present', csv],
+    ['text/csv;charset=utf-8;q=0.5, application/xml', csv],
+    ['text/*; charset=utf-8', csv],
+    // Parameters after q are accept-extensions, not conditions on the type.
+    ['text/csv;q=1;charset=iso-8859-1', csv],
+    // A more specific range overrides a less specific one for the same type.
+    ['text/csv;q=0, text/csv;charset=utf-8', csv],
+    ['application/json; charset=utf-8', json],
+    ['application/json;charset=UTF-8, text/csv;q=0.1', json],
+    // q=0 still refuses, whatever its parameters.
+    ['text/csv;charset=utf-8;q=0', 406],
+    ['text/csv;charset=utf-8;header=present;q=0, application/json;charset=utf-8;q=0', 406],
+    ['text/csv;charset=utf-8;q=0, */*', json],
+    // Parameters the answer does not satisfy: not this representation.
+    ['text/csv; charset=iso-8859-1', 406],
+    ['text/csv; header=absent', 406],
+    ['text/csv; charset=utf-8; version=2', 406],
+    ['application/json; charset=latin1', 406],
+    // Hostile or malformed values: a 406 or a representation, never a 500.
+    ['text/csv;q=2', 406],
+    ['text/csv;charset="utf-8', 406],
+    ['text/csv;;;charset=utf-8;;', csv],
+    ['text/csv;charset', csv],
+    ['text/csv;=utf-8', csv],
+    [';;;,,,', 406],
+    ['text/csv;charset=utf-8,'.repeat(500), csv],
+    [`text/csv;${'a=b;'.repeat(800)}`, 406],
+    ['"text/csv"', 406]
+  ]
+  for (const [accept, expected] of cases) {
+    const res = await fetch(`${base}/api/product?limit=2`, { headers: { accept } })
+    const body = await res.text()
+    const shown = accept.length > 60 ? `${accept.slice(0, 60)}... (${accept.length} chars)` : accept
+    if (expected === 406) {
+      t.equal(res.status, 406, `${shown}: 406`)
+      t.equal(JSON.parse(body).code, 'NOT_ACCEPTABLE', `${shown}: the problem`)
+    } else {
+      t.equal(res.status, 200, `${shown}: 200`)
+      t.match(res.headers.get('content-type'), expected, `${shown}: ${String(expected)}`)
+      if (expected === csv) t.ok(body.startsWith('"id","title"'), `${shown}: the CSV`)
+    }
+  }
+})

@@ -17,6 +17,9 @@ export interface ProductRoutesOptions {
   csvMaxRows: number
 }
 
+/** JSON is UTF-8 (RFC 8259), so an Accept range asking for `charset=utf-8` is satisfied. */
+const JSON_OFFER = 'application/json; charset=utf-8'
+
 export const NotAcceptable = createError('NOT_ACCEPTABLE', 'The product list is served as application/json or text/csv; the Accept header allows neither', 406)
 
 /** A JSON page larger than JSON_MAX_LIMIT: the 400 Ajv gives for any other out-of-range value. */
@@ -54,9 +57,12 @@ export const productRoutes: FastifyPluginAsyncTypebox<ProductRoutesOptions> = as
     }
   }, async (request, reply) => {
     reply.vary('Accept')
-    const type = request.accepts('application/json', 'text/csv')
+    // Offered with the parameters each answer carries, so that an Accept range naming them
+    // (`text/csv; charset=utf-8`, `;header=present`) is satisfied, and one naming others
+    // (`charset=iso-8859-1`, `header=absent`) is not (docs/api.md, "CSV").
+    const type = request.accepts(JSON_OFFER, CSV_CONTENT_TYPE)
     if (type === '') throw new NotAcceptable()
-    if (type === 'text/csv') {
+    if (type === CSV_CONTENT_TYPE) {
       const page = await products.csvPage(request.query, imageUrl)
       if (page.nextCursor !== null) {
         const path = request.url.split('?')[0] ?? ''
