@@ -8,6 +8,8 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify'
 import { durationMs, type Config } from './config.js'
 import { createAdmission } from './lib/admission.js'
+import { requestIds } from './lib/request-id.js'
+import { parseTrustProxy } from './lib/trust-proxy.js'
 import { MemoryAttemptStore, type AttemptStore } from './lib/attempts.js'
 import { RedisAttemptStore } from './lib/redis-attempts.js'
 import { createAjv, createValidatorCompiler } from './lib/validation.js'
@@ -62,7 +64,8 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
   const { config } = options
   const { tracing } = options
   // Admission first: under overload, a request is refused before Fastify sees it (src/lib/admission.ts).
-  const admission = createAdmission({ maxInFlight: config.LOAD_SHED_MAX_IN_FLIGHT, retryAfterSeconds: config.LOAD_SHED_RETRY_AFTER_S })
+  // Its refusals carry the id Fastify would give the request (genReqId in src/options.ts).
+  const admission = createAdmission({ maxInFlight: config.LOAD_SHED_MAX_IN_FLIGHT, retryAfterSeconds: config.LOAD_SHED_RETRY_AFTER_S, requestId: requestIds(parseTrustProxy(config.TRUST_PROXY)) })
   const app = Fastify({ ...serverOptions(config, options.logStream, tracing?.logMixin), serverFactory: admission.serverFactory, ...options.fastify }).withTypeProvider<TypeBoxTypeProvider>()
   // First, so that its span is active in every later hook, handler and query.
   if (tracing) await app.register(tracing.plugin)

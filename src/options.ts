@@ -7,7 +7,7 @@ import { createRequire } from 'node:module'
 import type { FastifyServerOptions } from 'fastify'
 import type { Config } from './config.js'
 import { clientErrorHandler } from './lib/client-error.js'
-import { requestId } from './lib/request-id.js'
+import { requestIds } from './lib/request-id.js'
 import { parseTrustProxy } from './lib/trust-proxy.js'
 import { frameworkErrorHandler } from './plugins/error-handler.js'
 
@@ -81,6 +81,7 @@ function prettyTransport (env: Config['NODE_ENV']): { transport?: { target: stri
  *   `trace_id` and `span_id`, src/telemetry).
  */
 export function serverOptions (config: Pick<Config, 'LOG_LEVEL' | 'BODY_LIMIT' | 'TRUST_PROXY' | 'NODE_ENV'>, logStream?: NodeJS.WritableStream, logMixin?: () => Record<string, string>): FastifyServerOptions {
+  const trustProxy = parseTrustProxy(config.TRUST_PROXY)
   return {
     logger: {
       level: config.LOG_LEVEL,
@@ -89,11 +90,11 @@ export function serverOptions (config: Pick<Config, 'LOG_LEVEL' | 'BODY_LIMIT' |
       ...(logStream ? { stream: logStream } : prettyTransport(config.NODE_ENV))
     },
     bodyLimit: config.BODY_LIMIT,
-    trustProxy: parseTrustProxy(config.TRUST_PROXY),
-    // A valid incoming X-Request-Id (the proxy's) is kept, so the proxy's log line and ours
+    trustProxy,
+    // A valid X-Request-Id from a trusted proxy is kept, so the proxy's log line and ours
     // share it; anything else gets our own id (src/lib/request-id.ts).
     requestIdHeader: false,
-    genReqId: requestId,
+    genReqId: requestIds(trustProxy),
     // Slow or stalled clients do not hold a connection forever.
     ...timeoutOptions(HTTP_TIMEOUTS),
     // Timeouts and malformed HTTP answer problem details too.

@@ -22,7 +22,7 @@
 import http, { type IncomingMessage, type RequestListener, type Server, type ServerResponse } from 'node:http'
 import type { FastifyServerFactory } from 'fastify'
 import { PROBLEM_CONTENT_TYPE, problemBody } from './problem.js'
-import { REQUEST_ID_HEADER, requestId } from './request-id.js'
+import { REQUEST_ID_HEADER, type RequestId } from './request-id.js'
 
 export type ShedReason = 'in_flight' | 'db_queue' | 'event_loop'
 export const SHED_REASONS: readonly ShedReason[] = ['in_flight', 'db_queue', 'event_loop']
@@ -39,6 +39,8 @@ export interface AdmissionOptions {
   maxInFlight: number
   /** `Retry-After` of the 503, in seconds. */
   retryAfterSeconds: number
+  /** The request id of a refusal: Fastify's `genReqId` (src/lib/request-id.ts). */
+  requestId: RequestId
 }
 
 export interface Admission {
@@ -93,7 +95,7 @@ export function createAdmission (options: AdmissionOptions): Admission {
   /** The 503: the problem details the error handler would send, written onto Node's response. */
   function refuse (request: IncomingMessage, response: ServerResponse, found: Overload, path: string): void {
     refused[found.reason] += 1
-    const id = requestId(request)
+    const id = options.requestId(request)
     const body = JSON.stringify(problemBody(503, 'OVERLOADED', detail(found), path, id))
     const headers: http.OutgoingHttpHeaders = {
       'content-type': PROBLEM_CONTENT_TYPE,

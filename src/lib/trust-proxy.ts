@@ -5,13 +5,17 @@
  * client that reaches the service choose its own address. So: `false`, `true` (every peer:
  * only where nothing but the proxy can connect), or exactly the proxy's addresses.
  */
-import { isIP } from 'node:net'
+import { BlockList, isIP } from 'node:net'
 
-/** proxy-addr's named ranges. */
-const NAMED = new Set(['loopback', 'linklocal', 'uniquelocal'])
+/** proxy-addr's named ranges, as it defines them. */
+const NAMED: Record<string, string[]> = {
+  loopback: ['127.0.0.1/8', '::1/128'],
+  linklocal: ['169.254.0.0/16', 'fe80::/10'],
+  uniquelocal: ['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', 'fc00::/7']
+}
 
 function validEntry (entry: string): boolean {
-  if (NAMED.has(entry)) return true
+  if (Object.hasOwn(NAMED, entry)) return true
   const [address = '', prefix, extra] = entry.split('/')
   const family = isIP(address)
   if (family === 0 || extra !== undefined) return false
@@ -35,4 +39,24 @@ export function parseTrustProxy (value: string): boolean | string[] {
     throw new Error(`TRUST_PROXY must be true, false, or comma-separated IP addresses / CIDR ranges (the proxy's), not ${wrong.map((w) => JSON.stringify(w)).join(', ')}`)
   }
   return entries
+}
+
+/**
+ * Whether a socket's peer is a trusted proxy under `trust` (parseTrustProxy's value), by the
+ * same rule as Fastify's `trustProxy` for the nearest hop. For what Fastify does not decide:
+ * which incoming `X-Request-Id` to keep (src/lib/request-id.ts).
+ */
+export function trustedPeer (trust: boolean | string[]): (address: string | undefined) => boolean {
+  if (typeof trust === 'boolean') return () => trust
+  const list = new BlockList()
+  for (const entry of trust.flatMap((e) => NAMED[e] ?? [e])) {
+    const [address = '', prefix] = entry.split('/')
+    const family = isIP(address) === 4 ? 'ipv4' : 'ipv6'
+    if (prefix === undefined) list.addAddress(address, family)
+    else list.addSubnet(address, Number(prefix), family)
+  }
+  return (address) => {
+    const family = isIP(address ?? '')
+    return family !== 0 && list.check(address as string, family === 4 ? 'ipv4' : 'ipv6')
+  }
 }

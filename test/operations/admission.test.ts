@@ -22,14 +22,14 @@ interface Answer {
   ms: number
 }
 
-interface Send { method?: string, path: string, headers?: Record<string, string>, body?: string, agent?: http.Agent }
+interface Send { method?: string, path: string, headers?: Record<string, string>, body?: string, agent?: http.Agent, localAddress?: string }
 
 /** One request over a real socket; `onRequest` gets the client request (to destroy it). */
-async function send (app: TestApp, { method = 'GET', path, headers = {}, body, agent }: Send, onRequest?: (request: http.ClientRequest) => void): Promise<Answer> {
+async function send (app: TestApp, { method = 'GET', path, headers = {}, body, agent, localAddress }: Send, onRequest?: (request: http.ClientRequest) => void): Promise<Answer> {
   const { port } = app.server.address() as AddressInfo
   const started = Date.now()
   return await new Promise((resolve, reject) => {
-    const request = http.request({ host: '127.0.0.1', port, method, path, headers, agent: agent ?? false }, (response) => {
+    const request = http.request({ host: '127.0.0.1', port, method, path, headers, agent: agent ?? false, localAddress }, (response) => {
       const chunks: Buffer[] = []
       response.on('data', (chunk: Buffer) => chunks.push(chunk))
       response.on('end', () => {
@@ -92,7 +92,8 @@ async function metric (app: TestApp, line: RegExp): Promise<number | undefined> 
 }
 
 t.test('past LOAD_SHED_MAX_IN_FLIGHT: 503 OVERLOADED problem details at once, before Fastify; exempt routes served; then recovery', async (t) => {
-  const app = await listening(t, { LOAD_SHED_MAX_IN_FLIGHT: '2', LOAD_SHED_RETRY_AFTER_S: '4' })
+  // The proxy is 127.0.0.1 (its X-Request-Id is kept); clients from 127.0.0.2 reach the service directly.
+  const app = await listening(t, { LOAD_SHED_MAX_IN_FLIGHT: '2', LOAD_SHED_RETRY_AFTER_S: '4', TRUST_PROXY: '127.0.0.1' })
   const pool = sqlPool(app.prisma)
   const hold = await holdPool(t, app)
   // Two requests admitted: both wait for the one connection.
@@ -114,8 +115,12 @@ t.test('past LOAD_SHED_MAX_IN_FLIGHT: 503 OVERLOADED problem details at once, be
   // The same kept-alive connection serves the next refusal.
   const again = await send(app, { path: '/api/user/1', agent, headers: { 'x-request-id': 'proxy-id-123' } })
   t.equal(again.statusCode, 503)
-  t.equal(again.json().requestId, 'proxy-id-123', 'a valid incoming X-Request-Id is kept')
+  t.equal(again.json().requestId, 'proxy-id-123', 'a valid X-Request-Id from the trusted proxy is kept')
   t.equal(again.headers['x-request-id'], 'proxy-id-123')
+  const direct = await send(app, { path: '/api/user/1', localAddress: '127.0.0.2', headers: { 'x-request-id': 'chosen-by-a-client' } })
+  t.equal(direct.statusCode, 503)
+  t.match(direct.json().requestId, /^[0-9a-f-]{36}$/, 'a client\'s own id (an untrusted peer) is not: a UUID')
+  t.equal(direct.headers['x-request-id'], direct.json().requestId)
   const badId = await send(app, { path: '/api/user/1', headers: { 'x-request-id': 'x'.repeat(129) } })
   t.match(badId.json().requestId, /^[0-9a-f-]{36}$/, 'an invalid one is replaced by a UUID')
   agent.destroy()
@@ -156,7 +161,7 @@ t.test('past LOAD_SHED_MAX_IN_FLIGHT: 503 OVERLOADED problem details at once, be
   const created = await send(app, { method: 'POST', path: '/api/user', headers: { 'content-type': 'application/json' }, body: payload })
   t.equal(created.statusCode, 201, 'the refused registration had written nothing: the same user registers now')
 
-  t.equal(await metric(app, /^http_load_shed_total\{reason="in_flight"\} (\d+)$/m), 11, 'every refusal counted once, by reason')
+  t.equal(await metric(app, /^http_load_shed_total\{reason="in_flight"\} (\d+)$/m), 12, 'every refusal counted once, by reason')
   t.equal(await metric(app, /^http_load_shed_total\{reason="db_queue"\} (\d+)$/m), 0)
 })
 

@@ -68,7 +68,9 @@ t.test('a request with a traceparent: server span of the route, pg spans under i
     DATABASE_URL: await createTestDatabase(t),
     OTEL_EXPORTER_OTLP_ENDPOINT: `${receiver.url}/`,
     OTEL_EXPORTER_OTLP_HEADERS: 'authorization=Bearer collector-token,x-tenant=ops%20team',
-    OTEL_SERVICE_NAME: 'ups-under-test'
+    OTEL_SERVICE_NAME: 'ups-under-test',
+    // This test plays the proxy in front (its X-Request-Id is kept).
+    TRUST_PROXY: 'loopback'
   })
 
   const body = newUser()
@@ -84,7 +86,7 @@ t.test('a request with a traceparent: server span of the route, pg spans under i
     headers: { authorization: `Bearer ${token}`, traceparent: `00-${traceId}-${parentId}-01`, 'x-request-id': 'edge-7f3a9c' }
   })
   t.equal(read.status, 200)
-  // A valid incoming X-Request-Id is the request id (src/lib/request-id.ts): in the answer,
+  // A valid X-Request-Id from a trusted proxy is the request id (src/lib/request-id.ts): in the answer,
   // the log lines and the server span, beside the trace id.
   const requestId = read.headers.get('x-request-id')
   t.equal(requestId, 'edge-7f3a9c', 'the incoming X-Request-Id is kept')
