@@ -246,3 +246,40 @@ t.test('ajv option: the binders validate with the Ajv instances the app\'s facto
   t.equal((await plain.inject('/q?sku=abc')).statusCode, 200)
   t.rejects(contextApp(t, () => {}, { ajv: 'yes' as never }), { code: 'FST_CONTEXT_INVALID_OPTION', message: /ajv must be a function/ })
 })
+
+t.test('unknown keys inside a nested object are ignored as at the top: the object is not created, defaults and optionality still apply', async (t) => {
+  // The reference's linked-list case: `next.value` names no property of `next`.
+  const Node = Type.Object({
+    val: Type.Integer(),
+    next: Type.Optional(Type.Object({ val: Type.Integer() })),
+    withDefault: Type.Object({ val: Type.Integer() }, { default: { val: 0 } })
+  })
+  const app = await bindingApp(t, Node)
+  t.same((await app.inject('/q?val=3&next.value=2&withDefault.value=2')).json(), { val: 3, withDefault: { val: 0 } },
+    'query: next left out (it is optional), withDefault takes its default')
+  t.same((await app.inject('/q?val=3&next.val=4&next.value=2')).json(), { val: 3, next: { val: 4 }, withDefault: { val: 0 } },
+    'a known key beside the unknown one still builds the object')
+  t.match(failure(await app.inject('/q?val=3&next.val=x')), { status: 400, message: /\/next\/val must be an integer/ },
+    'a bad value of a known key is still a 400')
+  const form = await app.inject({ method: 'POST', url: '/f', headers: { 'content-type': 'application/x-www-form-urlencoded' }, payload: 'val=3&next[value]=2&withDefault[other]=1' })
+  t.same(form.json(), { val: 3, withDefault: { val: 0 } }, 'urlencoded form')
+  t.same((await app.inject({ url: '/c', headers: { cookie: 'val=3; next.value=2' } })).json(), { val: 3, withDefault: { val: 0 } }, 'cookies')
+})
+
+t.test('a negative or malformed list index is a 400 naming it, never values silently dropped', async (t) => {
+  const Schema = Type.Object({
+    items: Type.Optional(Type.Array(Type.Object({ value: Type.Optional(Type.String()) }))),
+    data: Type.Optional(Type.Array(Type.String()))
+  })
+  const app = await bindingApp(t, Schema)
+  for (const query of ['items[-1].value=x', 'items.-1.value=x', 'items[-1][value]=x', 'items[0][value]=a&items[-1][value]=b']) {
+    t.match(failure(await app.inject(`/q?${query}`)), { status: 400, code: 'FST_CONTEXT_BIND_FAILED', message: /query string: \/items\/-1 is not a list index/ }, query)
+  }
+  t.match(failure(await app.inject('/q?data[-1]=x')), { status: 400, message: /\/data\/-1 is not a list index/ }, 'a list of strings')
+  t.match(failure(await app.inject('/q?data[01]=x')), { status: 400, message: /\/data\/01 is not a list index/ }, 'a padded index')
+  t.match(failure(await app.inject('/q?data[0]=a&data[x]=b')), { status: 400, message: /\/data\/x is not a list index/ }, 'a name among indexes')
+  const form = await app.inject({ method: 'POST', url: '/f', headers: { 'content-type': 'application/x-www-form-urlencoded' }, payload: 'items[-1][value]=x' })
+  t.match(failure(form), { status: 400, message: /request body: \/items\/-1 is not a list index/ }, 'urlencoded form')
+  t.same((await app.inject('/q?items[1][value]=b&items[0][value]=a&data[0]=x')).json(), { items: [{ value: 'a' }, { value: 'b' }], data: ['x'] }, 'valid indexes still bind')
+  t.same((await app.inject('/q?items.value=x')).json(), { items: [{ value: 'x' }] }, 'one item written with names only (no index) is one item, as before')
+})

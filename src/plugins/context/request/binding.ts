@@ -7,7 +7,8 @@
  *
  * String sources (params, query, headers, cookies, form fields) go through the parser
  * decoder (parser-decoder.ts): keys nest with qs (`a.b`, `a[b]`, `a[0][b]`, `list[]`; bounded
- * depth and indexes; unmatched brackets are a 400), the alias keyword picks the source key of
+ * depth and indexes; unmatched brackets and list indexes that are not whole numbers are a 400;
+ * a nested object none of whose keys binds a property is absent), the alias keyword picks the source key of
  * each property, matched case-insensitively (exact first), arrays take every value (split on commas: headers always, query only with
  * `enableSplittingOnParsers`), integers and numbers must be plain decimals, booleans take Go's
  * spellings (1/0, t/f, true/false in three cases), empty values follow `zeroEmpty`, unknown
@@ -199,11 +200,38 @@ function stringsOf (value: unknown): string[] | undefined {
   return undefined
 }
 
+const INDEX = /^(?:0|[1-9]\d*)$/
+const NUMBER_LIKE = /^\s*[+-]?\d+\s*$/
+
+/**
+ * The items of a list property that qs left as an object because some key is no list index
+ * (`items[-1].value=x`, `data[01]=x`, `data[0]=a&data[x]=b`): such keys are issues, never
+ * dropped. An object with no number-like key at all is one item written with names
+ * (`items.value=x`): undefined, the caller takes it as one item.
+ */
+function indexedItems (tree: Tree, path: string, issues: Issue[]): unknown[] | 'invalid' | undefined {
+  const keys = Object.keys(tree)
+  if (!keys.some((key) => NUMBER_LIKE.test(key))) return undefined
+  const bad = keys.filter((key) => !INDEX.test(key))
+  for (const key of bad) issues.push({ instancePath: `${path}/${key}`, keyword: 'index', params: { index: key }, message: `is not a list index (a whole number from 0 to ${QS_OPTIONS.arrayLimit})` })
+  if (bad.length > 0) return 'invalid'
+  return keys.sort((a, b) => Number(a) - Number(b)).map((key) => tree[key])
+}
+
 /** Binds one value of the tree to `schema`, collecting issues; the result goes to Ajv. */
 function decodeValue (value: unknown, schema: PropertySchema | undefined, path: string, source: Source, decoder: ParserDecoder, issues: Issue[]): { value?: unknown } {
   const type = typeOf(schema)
   if (type === 'array') {
-    const items = Array.isArray(value) ? value : [value]
+    let items: unknown[]
+    if (Array.isArray(value)) {
+      items = value
+    } else if (isTree(value)) {
+      const listed = indexedItems(value, path, issues)
+      if (listed === 'invalid') return {}
+      items = listed ?? [value]
+    } else {
+      items = [value]
+    }
     const output: unknown[] = []
     let index = 0
     for (const item of items) {
@@ -221,7 +249,12 @@ function decodeValue (value: unknown, schema: PropertySchema | undefined, path: 
   }
   if (isTree(value)) {
     // Nested object (`a.b=1`, `a[b]=1`): bound by its own properties, or handed to Ajv as is.
-    return { value: propertiesOf(schema as TSchema) === undefined ? value : decodeObject(value, schema as TSchema, path, source, decoder, issues) }
+    if (propertiesOf(schema as TSchema) === undefined) return { value }
+    const object = decodeObject(value, schema as TSchema, path, source, decoder, issues)
+    // No key bound a property (`next.value=2` where `next` has only `val`): the unknown keys
+    // are ignored as at the top level, so the object is absent, not `{}`; its default (or
+    // its being optional) then applies, as if nothing had been sent under it.
+    return Object.keys(object).length === 0 ? {} : { value: object }
   }
   const strings = stringsOf(value)
   if (strings === undefined) return { value }
