@@ -355,3 +355,54 @@ t.test('an upload racing the deletion of its product leaves no file', async (t) 
   const left = async () => (await Promise.all(ids.map(leftOf))).flat()
   t.same(await eventually(left, (files) => files.length === 0), [], 'no file without its product')
 })
+
+t.test('an image replaced twice within one second: Last-Modified never names two images (If-Range, If-Modified-Since)', async (t) => {
+  const id = await newProduct(ctx.app, ctx.me)
+  const url = `${ctx.base}/api/product/${id}/image`
+  const versions = [PNG, Buffer.concat([PNG, Buffer.from('second')]), Buffer.concat([PNG, Buffer.from('third!!')])]
+  // Three uploads and a download inside one wall-clock second (the database's clock is this
+  // machine's): wait for the start of a second, and try again when the sequence ran over.
+  let first: Awaited<ReturnType<typeof get>> | undefined
+  for (let attempt = 0; attempt < 10 && first === undefined; attempt++) {
+    await new Promise((resolve) => setTimeout(resolve, 1000 - (Date.now() % 1000) + 5))
+    const started = Date.now()
+    t.ok([200, 201].includes((await upload(ctx, id, [{ filename: 'a.png', data: versions[0]! }])).status))
+    const seen = await get(url, {})
+    t.equal((await upload(ctx, id, [{ filename: 'b.png', data: versions[1]! }])).status, 200)
+    t.equal((await upload(ctx, id, [{ filename: 'c.png', data: versions[2]! }])).status, 200)
+    if (Math.floor(Date.now() / 1000) === Math.floor(started / 1000)) first = seen
+  }
+  if (first === undefined) throw new Error('could not fit the uploads in one second')
+  const oldDate = first.headers['last-modified']!
+  t.ok(oldDate, 'the first image had a Last-Modified')
+  t.same(first.body, versions[0])
+
+  const now = await get(url, {})
+  t.same(now.body, versions[2], 'the current image')
+  t.not(now.headers['last-modified'], oldDate, 'not the first image\'s Last-Modified')
+  const sinceOld = await get(url, { 'if-modified-since': oldDate })
+  t.equal(sinceOld.status, 200, 'If-Modified-Since with the first image\'s date: changed content is not "not modified"')
+  t.same(sinceOld.body, versions[2])
+  const rangeOld = await get(url, { range: 'bytes=0-9', 'if-range': oldDate })
+  t.equal(rangeOld.status, 200, 'If-Range with the first image\'s date: the whole new image, not a piece of it')
+  t.same(rangeOld.body, versions[2])
+  t.equal((await get(url, { range: 'bytes=0-9', 'if-range': first.headers.etag! })).status, 200, 'If-Range with the first ETag: the whole image')
+
+  // Once its date is not in the future, the current image's Last-Modified works as a validator.
+  const current = await eventually(async () => await get(url, {}), (res) => res.headers['last-modified'] !== undefined, 5000)
+  const date = current.headers['last-modified']!
+  t.ok(Date.parse(date) > Date.parse(oldDate), `a later date (${date} after ${oldDate})`)
+  t.ok(Date.parse(date) <= Date.parse(current.headers.date!), 'never later than the answer\'s Date')
+  t.equal((await get(url, { 'if-modified-since': date })).status, 304, 'its own date: 304')
+  const piece = await get(url, { range: 'bytes=0-9', 'if-range': date })
+  t.equal(piece.status, 206, 'If-Range with its own date: 206')
+  t.same(piece.body, versions[2]!.subarray(0, 10))
+
+  // Removed and uploaded again within the same second: still a new date.
+  const before = (await get(url, {})).headers['last-modified']!
+  t.equal((await fetch(url, { method: 'DELETE', headers: ctx.me.auth })).status, 204)
+  t.equal((await upload(ctx, id, [{ filename: 'd.png', data: versions[0]! }])).status, 201)
+  const again = await get(url, { 'if-modified-since': before })
+  t.equal(again.status, 200, 'removed and uploaded again: not "not modified" against the removed image\'s date')
+  t.same(again.body, versions[0])
+})

@@ -27,10 +27,15 @@ export type ImageChange =
   | { outcome: 'forbidden' }
   | { outcome: 'no-image' }
 
+// image_updated_at is the image's Last-Modified, shown to the second: a new image gets a
+// later second than the one before it (kept after a removal), one second ahead of the
+// clock if need be, so that no date ever names two images (images.ts shows none while it
+// is ahead of the clock). Under the row lock, so concurrent uploads get distinct seconds.
 const ATTACH_SQL = `
-  WITH old AS (SELECT id, creator_id, image_key FROM products WHERE id = $1 FOR UPDATE)
+  WITH old AS (SELECT id, creator_id, image_key, image_updated_at FROM products WHERE id = $1 FOR UPDATE)
   UPDATE products p
-     SET image_key = $3, image_type = $4, image_size = $5, image_sha256 = $6, image_updated_at = now(), updated_at = now()
+     SET image_key = $3, image_type = $4, image_size = $5, image_sha256 = $6,
+         image_updated_at = GREATEST(clock_timestamp(), date_trunc('second', old.image_updated_at) + interval '1 second'), updated_at = now()
     FROM old
    WHERE p.id = old.id AND old.creator_id = $2
   RETURNING old.image_key AS "previousKey"`
@@ -38,7 +43,7 @@ const ATTACH_SQL = `
 const DETACH_SQL = `
   WITH old AS (SELECT id, creator_id, image_key FROM products WHERE id = $1 FOR UPDATE)
   UPDATE products p
-     SET image_key = NULL, image_type = NULL, image_size = NULL, image_sha256 = NULL, image_updated_at = NULL, updated_at = now()
+     SET image_key = NULL, image_type = NULL, image_size = NULL, image_sha256 = NULL, updated_at = now()
     FROM old
    WHERE p.id = old.id AND old.creator_id = $2 AND old.image_key IS NOT NULL
   RETURNING old.image_key AS "previousKey"`

@@ -70,13 +70,18 @@ function uploadError (error: unknown, maxBytes: number): unknown {
   }
 }
 
-/** RFC 9110 13.1.5: a Range applies only while If-Range (when sent) still names this version. */
-function ifRangeHolds (header: string | string[] | undefined, etag: string, lastModified: string): boolean {
+/**
+ * RFC 9110 13.1.5: a Range applies only while If-Range (when sent) still names this version:
+ * the strong ETag, or the exact Last-Modified date. A date is a strong validator here, as
+ * no two images of a product ever get the same Last-Modified (image-repository.ts); when
+ * none is shown (`lastModified` undefined), a date never matches.
+ */
+function ifRangeHolds (header: string | string[] | undefined, etag: string, lastModified: string | undefined): boolean {
   if (header === undefined) return true
   if (Array.isArray(header)) return false
   const value = header.trim()
   if (value.startsWith('"') || value.startsWith('W/')) return value === etag
-  return value === lastModified
+  return lastModified !== undefined && value === lastModified
 }
 
 export function productImages (options: ProductImagesOptions) {
@@ -171,7 +176,7 @@ export function productImages (options: ProductImagesOptions) {
 
     /**
      * Answers GET (and HEAD) of a product's image: strong ETag (the SHA-256) and
-     * Last-Modified, 304 when the client's copy is fresh, one byte range as 206 (several
+     * Last-Modified (a date no other image of the product has had), 304 when the client's copy is fresh, one byte range as 206 (several
      * ranges, a malformed header or a stale If-Range: the whole image, as RFC 9110 allows),
      * 416 for a range past the end.
      */
@@ -181,9 +186,12 @@ export function productImages (options: ProductImagesOptions) {
         throw new NotFound(`Product ${product.id} has no image`)
       }
       const etag = `"${sha256}"`
-      const lastModified = updatedAt.toUTCString()
+      // Never a date after the answer's own (RFC 9110 8.8.2.1): an image stored while the
+      // one before it had the same second carries the next second, shown once it has come.
+      const lastModified = updatedAt.getTime() <= Date.now() ? updatedAt.toUTCString() : undefined
       // Revalidated on every use: the image may change under the same URL.
-      reply.header('etag', etag).header('last-modified', lastModified).header('cache-control', 'public, no-cache')
+      reply.header('etag', etag).header('cache-control', 'public, no-cache')
+      if (lastModified !== undefined) reply.header('last-modified', lastModified)
       if (request.fresh()) return await reply.code(304).send()
 
       let range: ByteRange | undefined
