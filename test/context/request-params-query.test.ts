@@ -40,6 +40,32 @@ t.test('param lookups honour the router\'s case sensitivity (Fastify caseSensiti
   t.same((await sensitive.inject('/users/42')).json(), { exact: '42', other: 'none', int: 0, bound: {} }, 'caseSensitive (default): exact names only')
 })
 
+t.test('case-insensitive lookups follow the router: routerOptions.caseSensitive first, then the deprecated top-level option; several matches give the first in route order', async (t) => {
+  const { Type } = await import('typebox')
+  const route = (app: import('fastify').FastifyInstance): void => {
+    app.get('/users/:userId', async (request) => ({ other: request.param('USERID', 'none'), int: request.paramsInt('USERID') }))
+    app.get('/pair/:id/:ID', async (request) => ({
+      lower: request.param('id'),
+      upper: request.param('ID'),
+      mixed: request.param('Id'),
+      int: request.paramsInt('ID'),
+      bound: request.paramsParser(Type.Object({ ID: Type.Optional(Type.Integer()), Id: Type.Optional(Type.Integer()) }))
+    }))
+  }
+  const routerOptions = await contextApp(t, route, {}, { routerOptions: { caseSensitive: false } })
+  t.same((await routerOptions.inject('/USERS/42')).json(), { other: '42', int: 42 }, 'Fastify 5 routerOptions: { caseSensitive: false }')
+  // The reference walks the route's parameters in order and takes the first whose name
+  // matches case-insensitively, the exact spelling included: :id before :ID.
+  t.same((await routerOptions.inject('/pair/1/2')).json(), { lower: '1', upper: '1', mixed: '1', int: 1, bound: { ID: 1, Id: 1 } },
+    'several case-insensitive matches: the first in route order, not the exact one')
+  const topLevel = await contextApp(t, route, {}, { caseSensitive: false, routerOptions: { ignoreTrailingSlash: true } })
+  t.same((await topLevel.inject('/USERS/42/')).json(), { other: '42', int: 42 }, 'routerOptions without caseSensitive: the top-level option, as Fastify reads it')
+  const overridden = await contextApp(t, route, {}, { caseSensitive: false, routerOptions: { caseSensitive: true } })
+  t.same((await overridden.inject('/users/42')).json(), { other: 'none', int: 0 }, 'routerOptions.caseSensitive wins over the top-level option, as in Fastify')
+  t.equal((await overridden.inject('/USERS/42')).statusCode, 404, 'the router is case-sensitive there')
+  t.same((await overridden.inject('/pair/1/2')).json(), { lower: '1', upper: '2', mixed: '', int: 2, bound: { ID: 2 } }, 'case-sensitive: exact names only')
+})
+
 t.test('paramsInt: integer, 0 when absent, 400-ready error when not a number', async (t) => {
   const app = await contextApp(t, (app) => {
     app.get('/n/:n?', async (request) => ({ n: request.paramsInt('n'), other: request.paramsInt('other') }))

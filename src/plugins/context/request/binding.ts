@@ -60,6 +60,8 @@ interface Source {
   nest: boolean
   /** Keys match names case-insensitively (an exact match first). */
   caseInsensitive: boolean
+  /** Case-insensitively, the first matching key in source order wins, exact or not (route parameters, as `param`). */
+  firstInOrder?: boolean
   /** Split array values on commas. */
   split: boolean
   trimSplit: boolean
@@ -288,7 +290,9 @@ function decodeObject (tree: Tree, schema: TSchema, path: string, source: Source
   for (const [property, propertySchema] of Object.entries(properties)) {
     const name = sourceName(property, propertySchema, source.tag, decoder)
     const lower = name.toLowerCase()
-    const matches = keys.includes(name) ? [name] : source.caseInsensitive ? keys.filter((key) => key.toLowerCase() === lower) : []
+    const matches = source.caseInsensitive && source.firstInOrder === true
+      ? keys.filter((key) => key.toLowerCase() === lower).slice(0, 1)
+      : keys.includes(name) ? [name] : source.caseInsensitive ? keys.filter((key) => key.toLowerCase() === lower) : []
     if (matches.length === 0) continue
     for (const key of matches) used.add(key)
     const value = matches.length === 1 ? tree[matches[0] as string] : matches.flatMap((key) => tree[key] as unknown)
@@ -405,7 +409,7 @@ export function registerBinding (app: FastifyInstance, options: ResolvedContextO
   }
 
   app.decorateRequest('paramsParser', function <S extends TSchema>(this: FastifyRequest, schema: S): Static<S> {
-    const source = paramsCaseInsensitive(this) ? { ...SOURCES.params, caseInsensitive: true } : SOURCES.params
+    const source = paramsCaseInsensitive(this) ? { ...SOURCES.params, caseInsensitive: true, firstInOrder: true } : SOURCES.params
     return bindStrings(this, schema, entriesOf((this.params ?? {}) as Record<string, string>), source)
   })
 

@@ -56,27 +56,36 @@ export function parseFloatStrict (value: string): number | undefined {
   return Number.isFinite(number) ? number : undefined
 }
 
-/** The router matches paths case-insensitively (Fastify `caseSensitive: false`): parameter names too. */
+interface RouterConfig { caseSensitive?: unknown, routerOptions?: { caseSensitive?: unknown } }
+
+/**
+ * The router matches paths case-insensitively: parameter names too. Read as Fastify reads
+ * it: `routerOptions.caseSensitive` (Fastify 5), else the deprecated top-level
+ * `caseSensitive` (Fastify does not default the former when the latter is given).
+ */
 export function paramsCaseInsensitive (request: FastifyRequest): boolean {
-  return request.server.initialConfig.caseSensitive === false
+  const config = request.server.initialConfig as RouterConfig
+  return (config.routerOptions?.caseSensitive ?? config.caseSensitive) === false
 }
 
 /**
  * The parameter under `key`, with the unnamed aliases: `*` and `*1` (and `+` and `+1`) name
- * the same one. With a case-insensitive router, `ID` finds `:id` (an exact name first).
+ * the same one. With a case-insensitive router, the first parameter of the route whose name
+ * matches case-insensitively, in route order (the reference's rule: `/:id/:ID` reads `:id`
+ * for `ID`), an exact spelling later in the route notwithstanding.
  */
 function rawParam (request: FastifyRequest, key: string): string | undefined {
   const params = (request.params ?? {}) as Record<string, string | undefined>
-  const direct = params[key]
-  if (direct !== undefined) return direct
+  if (paramsCaseInsensitive(request)) {
+    const lower = key.toLowerCase()
+    for (const [name, value] of Object.entries(params)) if (name.toLowerCase() === lower) return value
+  } else if (params[key] !== undefined) {
+    return params[key]
+  }
   if (key === '*') return params['*1']
   if (key === '*1') return params['*']
   if (key === '+') return params['+1']
   if (key === '+1') return params['+']
-  if (paramsCaseInsensitive(request)) {
-    const lower = key.toLowerCase()
-    for (const [name, value] of Object.entries(params)) if (name.toLowerCase() === lower) return value
-  }
   return undefined
 }
 
