@@ -1,5 +1,5 @@
 /** SPEC.md "Routing model" 2: the pattern table, each form matching and not matching, through real requests. */
-import Fastify, { type FastifyInstance } from 'fastify'
+import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify'
 import t from 'tap'
 import routing, { compilePattern, matchCompiled, parsePattern, RouteParamDecodeError, RoutePatternError } from '../../src/plugins/routing/index.js'
 
@@ -295,4 +295,58 @@ t.test('patterns that could never match are refused at registration, with the re
   await app.ready()
   t.same((await app.inject('/re/12h30m')).json(), { hour: '12', minute: '30' })
   t.same((await app.inject('/re2/12x')).json(), { a: '12', b: 'x' })
+})
+
+t.test('a route / under a prefix is exact by default: the prefix alone, not also the prefix with a slash', async (t) => {
+  async function prefixApp (t: { teardown: (fn: () => unknown) => void }, fastify: FastifyServerOptions = {}): Promise<FastifyInstance> {
+    const app = Fastify(fastify)
+    t.teardown(() => app.close())
+    await app.register(routing)
+    await app.register(async (scope) => {
+      scope.get('/', async () => 'root')
+      scope.post('/', async () => 'created')
+      scope.get('/*', async (request) => ({ wildcard: request.params }))
+    }, { prefix: '/foo' })
+    await app.register(async (scope) => {
+      scope.get('/', async (request) => request.params)
+    }, { prefix: '/users/:id' })
+    await app.register(async (scope) => {
+      scope.get('/', async () => 'slashed prefix')
+    }, { prefix: '/bar/' })
+    await app.register(async (scope) => {
+      scope.get('/', { prefixTrailingSlash: 'both' }, async () => 'both')
+      scope.get('/x/', async () => 'x') // not a root: its own path, exact
+    }, { prefix: '/opt-in' })
+    await app.register(async (scope) => {
+      scope.get('/', { prefixTrailingSlash: 'slash' }, async () => 'slash only')
+    }, { prefix: '/slash' })
+    await app.ready()
+    return app
+  }
+  const app = await prefixApp(t)
+  const answer = async (method: 'GET' | 'HEAD' | 'POST' | 'PUT', url: string): Promise<string> => {
+    const response = await app.inject({ method, url })
+    return `${response.statusCode} ${response.body}`
+  }
+  t.equal(await answer('GET', '/foo'), '200 root')
+  t.equal(await answer('GET', '/foo/'), '200 {"wildcard":{"*":"","*1":""}}', '/foo/ is not the root route: the prefix\'s wildcard takes it, with an empty rest')
+  t.equal(await answer('HEAD', '/foo'), '200 ')
+  t.equal(await answer('POST', '/foo'), '200 created')
+  t.equal((await app.inject({ method: 'POST', url: '/foo/' })).statusCode, 405, 'POST /foo/: only the wildcard (GET, HEAD) has that path')
+  t.equal((await app.inject({ method: 'POST', url: '/foo/' })).headers.allow, 'GET, HEAD, OPTIONS')
+  t.equal(await answer('GET', '/users/7'), '200 {"id":"7"}', 'a parameter in the prefix')
+  t.equal((await app.inject('/users/7/')).statusCode, 404)
+  t.equal(await answer('GET', '/bar/'), '200 slashed prefix', 'a prefix written with its slash is that path')
+  t.equal((await app.inject('/bar//')).statusCode, 404)
+  t.equal((await app.inject('/bar')).statusCode, 404)
+  t.equal(await answer('GET', '/opt-in'), '200 both', 'prefixTrailingSlash: both, asked for, gives both')
+  t.equal(await answer('GET', '/opt-in/'), '200 both')
+  t.equal((await app.inject('/opt-in/x')).statusCode, 404, 'a non-root route keeps its own exact path')
+  t.equal(await answer('GET', '/slash/'), '200 slash only', 'prefixTrailingSlash: slash')
+  t.equal((await app.inject('/slash')).statusCode, 404)
+  t.equal(await answer('HEAD', '/slash/'), '200 ')
+
+  const lenient = await prefixApp(t, { routerOptions: { ignoreTrailingSlash: true } })
+  t.equal((await lenient.inject('/foo/')).body, 'root', 'ignoreTrailingSlash: true (the service\'s setting) keeps both, as for every route')
+  t.equal((await lenient.inject('/users/7/')).statusCode, 200)
 })

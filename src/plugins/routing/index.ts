@@ -13,7 +13,7 @@
  * - handler chains: `chain(h1, h2, h3)` (exported), `next()` passes on;
  * - `reply.restartRouting()`, with a loop guard (`maxRestarts`).
  */
-import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
+import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction, onRouteHookHandler } from 'fastify'
 import fp from 'fastify-plugin'
 import { RoutingOptionError } from './errors.js'
 import { NamedRoutes } from './named-routes.js'
@@ -56,6 +56,46 @@ declare module 'fastify' {
 
 /** The find-my-way constraint that lets a compiled pattern's wildcard route match. */
 export const PATTERN_CONSTRAINT = 'routingPattern'
+
+/** The find-my-way constraint that keeps a route `/` under a prefix to the prefix alone. */
+const TRAILING_SLASH_CONSTRAINT = 'routingTrailingSlashes'
+
+/** How many slashes end the path (after the router options' normalization): `/foo` 0, `/foo/` 1. */
+function trailingSlashes (path: string): string {
+  return String(path.length - path.replace(/\/+$/, '').length)
+}
+
+/** Constraint storage keyed by exact value (find-my-way wants one per node). */
+function exactStorage (): { get: (value: string) => unknown, set: (value: string, store: unknown) => void } {
+  const stores = new Map<string, unknown>()
+  return { get: (value) => stores.get(value) ?? null, set: (value, store) => { stores.set(value, store) } }
+}
+
+/** What an onRoute hook is given. */
+type HookedRoute = Parameters<onRouteHookHandler>[0]
+
+/**
+ * Fastify registers a route `/` under a prefix at both `/prefix` and `/prefix/` (its
+ * `prefixTrailingSlash: 'both'` default), the second without running onRoute hooks. Exact by
+ * default (README.md): a route `/` (or `''`) under a prefix answers the prefix as written
+ * alone, as `prefixTrailingSlash: 'no-slash'` would, unless the route chose a
+ * `prefixTrailingSlash` itself or the router ignores trailing slashes (then both, as for
+ * every route). Both registrations share the route's constraints: this one lets only paths
+ * ending in as many slashes as the prefix reach them, so `/prefix/` falls through to the
+ * prefix's other routes (a `/*`) or 404. HEAD routes skip Fastify's doubling and come as `/`:
+ * they are moved to the prefix.
+ */
+function exactPrefixRoot (route: HookedRoute, options: PathOptions): void {
+  const prefix = route.prefix ?? ''
+  if (prefix === '' || route.prefixTrailingSlash !== undefined || options.ignoreTrailingSlash === true) return
+  if (route.routePath === '/' && route.method === 'HEAD' && !prefix.endsWith('/')) {
+    route.url = prefix
+    route.path = prefix
+  } else if (route.routePath !== '') {
+    return
+  }
+  route.constraints = { ...route.constraints, [TRAILING_SLASH_CONSTRAINT]: trailingSlashes(prefix) }
+}
 
 const compiledByKey = new Map<string, CompiledPattern>()
 
@@ -164,6 +204,13 @@ async function routing (app: FastifyInstance, options: RoutingOptions): Promise<
     mustMatchWhenDerived: false
   }
   if (!app.hasConstraintStrategy(PATTERN_CONSTRAINT)) app.addConstraintStrategy(patternStrategy)
+  const trailingSlashStrategy = {
+    name: TRAILING_SLASH_CONSTRAINT,
+    storage: exactStorage as unknown as Parameters<FastifyInstance['addConstraintStrategy']>[0]['storage'],
+    deriveConstraint: (req: { url?: string }) => trailingSlashes(normalizePath(pathOf(req.url ?? '/'), pathOptions)),
+    mustMatchWhenDerived: false
+  }
+  if (!app.hasConstraintStrategy(TRAILING_SLASH_CONSTRAINT)) app.addConstraintStrategy(trailingSlashStrategy)
 
   app.addHook('onRoute', function applyRoutingModel (route) {
     const pattern = parsePattern(route.url)
@@ -174,6 +221,7 @@ async function routing (app: FastifyInstance, options: RoutingOptions): Promise<
     }
     if (pattern.native) {
       if (pattern.tokens.some((token) => token.kind !== 'literal')) route.config = withPattern(route.config, pattern)
+      exactPrefixRoot(route, pathOptions)
       return
     }
     const compiled = compiledOf(pattern.source, pathOptions)
@@ -184,7 +232,7 @@ async function routing (app: FastifyInstance, options: RoutingOptions): Promise<
   })
   app.addHook('onRequest', paramsHook(pathOptions))
   if (methodNotAllowed) {
-    registerMethodNotAllowed(app, patternStrategy, (route) => {
+    registerMethodNotAllowed(app, [patternStrategy, trailingSlashStrategy], (route) => {
       const pattern = (route.config as PatternConfig | undefined)?.[kPattern]
       return pattern === undefined || 'regex' in pattern ? undefined : pattern
     })

@@ -35,11 +35,11 @@ function routerOptionsOf (app: FastifyInstance): Record<string, unknown> {
 function noop (): void {}
 
 /**
- * @param patternStrategy the constraint strategy compiled patterns are registered with
+ * @param strategies the routing plugin's constraint strategies (compiled patterns, prefix roots), for the second router
  * @param patternOf the pattern (README.md "Path patterns") a (rewritten) route carries, for the empty-parameter rule
  */
-export function registerMethodNotAllowed (app: FastifyInstance, patternStrategy: Strategy, patternOf: (route: RouteOptions) => Pattern | undefined): void {
-  const shadow = FindMyWay({ ...routerOptionsOf(app), constraints: { [patternStrategy.name]: patternStrategy } })
+export function registerMethodNotAllowed (app: FastifyInstance, strategies: Strategy[], patternOf: (route: RouteOptions) => Pattern | undefined): void {
+  const shadow = FindMyWay({ ...routerOptionsOf(app), constraints: Object.fromEntries(strategies.map((strategy) => [strategy.name, strategy])) })
   const methods = new Set<string>()
 
   app.addHook('onRoute', function recordForAllow (route) {
@@ -58,7 +58,8 @@ export function registerMethodNotAllowed (app: FastifyInstance, patternStrategy:
   /** The methods whose routes match this request's path, sorted. */
   function allowedMethods (request: FastifyRequest): string[] {
     const url = request.raw.url ?? '/'
-    const derived: Record<string, string> = { [patternStrategy.name]: patternStrategy.deriveConstraint(request.raw, {}) as string }
+    const derived: Record<string, string> = {}
+    for (const strategy of strategies) derived[strategy.name] = strategy.deriveConstraint(request.raw, {}) as string
     const { host } = request.headers
     const version = request.headers['accept-version']
     if (typeof host === 'string') derived.host = host
