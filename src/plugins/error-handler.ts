@@ -79,6 +79,15 @@ export function toProblem (error: FastifyError & { validation?: AjvError[], vali
   const problem = (status: number, code: string, detail: string, errors?: { in: string, field: string, message: string }[]) =>
     problemBody(status, code, detail, path, request.id, errors)
 
+  // The request's own stream failed: the client went away mid-body (Node's "aborted", code
+  // ECONNRESET like a database socket's reset, hence told apart by origin, not by code), or
+  // a body reader turned that into a 4xx of its own (a truncated multipart body). Nobody is
+  // left to read the answer. A 5xx keeps its meaning: the client leaving does not hide it.
+  const gone = request.raw.errored
+  if (gone != null && (error === gone || (error.statusCode !== undefined && error.statusCode < 500))) {
+    return problem(499, 'CLIENT_CLOSED_REQUEST', 'The client closed the connection before the request was received and answered')
+  }
+
   if (error.validation) {
     const part = error.validationContext ?? 'body'
     const errors = fieldErrors(error.validation, part)
