@@ -135,10 +135,10 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
 
   // Data access and services, each built once (docs/architecture.md); routes call the services.
   await app.register(usersRepository)
-  await app.register(productsRepository)
+  await app.register(productsRepository, { maxPerUser: config.PRODUCTS_MAX_PER_USER })
   await app.register(storage, { root: config.UPLOAD_DIR })
   // Images before the services: deleting a product or a user deletes its image files too.
-  await app.register(productImages, { maxBytes: config.IMAGE_MAX_BYTES })
+  await app.register(productImages, { maxBytes: config.IMAGE_MAX_BYTES, bytesPerUser: config.IMAGE_BYTES_MAX_PER_USER })
   const originCheck = createOriginCheck({ trustedOrigins: config.CSRF_TRUSTED_ORIGINS })
   await app.register(authentication, {
     secret: config.SECRET,
@@ -147,7 +147,7 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
     accessCookie: sessionCookieNames(config.COOKIE_SECURE).access,
     originCheck
   })
-  await app.register(sessionsRepository)
+  await app.register(sessionsRepository, { sessionsMax: config.SESSIONS_MAX_PER_USER, refreshKept: config.REFRESH_TOKENS_KEPT, refreshMinIntervalMs: config.REFRESH_MIN_INTERVAL_MS })
   await app.register(sessionsService, { refreshTtlMs: durationMs(config.REFRESH_TOKEN_TTL), cookieSecure: config.COOKIE_SECURE })
   // One budget of password guesses per account, for login and the current-password checks.
   const guesses = accountLimiter({ max: config.LOGIN_FAILURES_MAX, timeWindow: config.LOGIN_FAILURES_WINDOW_MS }, attemptStore('guesses'))

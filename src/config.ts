@@ -148,6 +148,42 @@ export const EnvSchema = Type.Object({
   /** Largest `limit` of a CSV page of GET /api/product (a JSON page stays at most 100). */
   CSV_MAX_ROWS: Type.Integer({ default: 10_000, minimum: 100, maximum: 1_000_000 }),
 
+  // Quotas on what one user can store (docs/api.md, "Quotas"), enforced in the database under
+  // a lock of the user's row, so that concurrent requests and several replicas cannot pass them.
+  /**
+   * Products one user may hold. A seller lists a catalogue; a stolen or scripted token must
+   * not fill the database: past it, creation is 409 PRODUCT_QUOTA_EXCEEDED until the user
+   * deletes some.
+   */
+  PRODUCTS_MAX_PER_USER: Type.Integer({ default: 1000, minimum: 1, maximum: 1_000_000 }),
+  /**
+   * Bytes of product images one user may store, all their products together (a replacement
+   * counts its new size minus the old). A seller pictures each product; one token must not
+   * fill the upload volume: past it, an upload is 409 IMAGE_QUOTA_EXCEEDED and nothing is kept.
+   * At least IMAGE_MAX_BYTES.
+   */
+  IMAGE_BYTES_MAX_PER_USER: Type.Integer({ default: 104_857_600, minimum: 1024, maximum: 1_099_511_627_776 }),
+  /**
+   * Live sessions (logins) per user. One person logs in from a few devices and browsers; a
+   * script that logs in in a loop must not grow the sessions table: a login past the cap
+   * ends the user's least recently used session instead of refusing (nobody is locked out).
+   */
+  SESSIONS_MAX_PER_USER: Type.Integer({ default: 10, minimum: 1, maximum: 1000 }),
+  /**
+   * Rotated refresh tokens kept per session, the ones whose reuse is detected (401
+   * REFRESH_TOKEN_REUSED, the session revoked); older ones are deleted by the rotation. With
+   * REFRESH_MIN_INTERVAL_MS, a thief needs this many rotations, so at least this many
+   * intervals, to push a stolen token out: keep the product above ACCESS_TOKEN_TTL.
+   */
+  REFRESH_TOKENS_KEPT: Type.Integer({ default: 100, minimum: 1, maximum: 100_000 }),
+  /**
+   * The least time between two refreshes of one session (429 RATE_LIMITED with Retry-After
+   * sooner; the token stays valid). A client refreshes when its access token expires, every
+   * few minutes; a loop of rotations is abuse, and would push stolen tokens out of reuse
+   * detection. 0 = no minimum.
+   */
+  REFRESH_MIN_INTERVAL_MS: Type.Integer({ default: 10_000, minimum: 0, maximum: 3_600_000 }),
+
   // Admin routes (key-auth): comma-separated keys; the first is current, all verify.
   ADMIN_API_KEYS: Type.String({ default: '' }),
 
@@ -266,6 +302,9 @@ export function loadConfig (data: Record<string, string | undefined> = process.e
     parseTrustProxy(env.TRUST_PROXY)
   } catch (error) {
     throw new ConfigError(`Invalid configuration: ${(error as Error).message}`)
+  }
+  if (env.IMAGE_BYTES_MAX_PER_USER < env.IMAGE_MAX_BYTES) {
+    throw new ConfigError(`Invalid configuration: IMAGE_BYTES_MAX_PER_USER (${env.IMAGE_BYTES_MAX_PER_USER}) must be at least IMAGE_MAX_BYTES (${env.IMAGE_MAX_BYTES}): a user could never store an image of the allowed size`)
   }
   if (env.SHUTDOWN_DRAIN_MS > 0 && env.SHUTDOWN_DRAIN_MS >= env.SHUTDOWN_GRACE_MS) {
     throw new ConfigError(`Invalid configuration: SHUTDOWN_DRAIN_MS (${env.SHUTDOWN_DRAIN_MS}) must be shorter than SHUTDOWN_GRACE_MS (${env.SHUTDOWN_GRACE_MS}): the drain is part of the grace period`)

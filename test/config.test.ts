@@ -23,7 +23,10 @@ t.test('a wrong value stops the service with a message naming the variable', asy
     { DATABASE_URL: 'mysql://x' }, { DB_NAME: 'bad name;' }, { BODY_LIMIT: '10' }, { MIGRATE_ON_START: 'maybe' },
     { SHUTDOWN_GRACE_MS: '-5' }, { HTTPS_ONLY: 'sometimes' }, { EMBEDDED_DB: 'perhaps' },
     { REDIS_URL: 'http://localhost:6379' }, { REDIS_COMMAND_TIMEOUT_MS: '0' }, { REDIS_CONNECT_TIMEOUT_MS: 'soon' },
-    { API_REPLICAS: '0' }, { DB_PGBOUNCER: 'yes please' }
+    { API_REPLICAS: '0' }, { DB_PGBOUNCER: 'yes please' },
+    { PRODUCTS_MAX_PER_USER: '0' }, { SESSIONS_MAX_PER_USER: '0' }, { REFRESH_TOKENS_KEPT: '0' }, { REFRESH_MIN_INTERVAL_MS: '-1' },
+    // Smaller than one image of IMAGE_MAX_BYTES: no such image could ever be stored.
+    { IMAGE_BYTES_MAX_PER_USER: '4194304' }
   ]
   for (const env of cases) {
     const name = Object.keys(env)[0]!

@@ -57,8 +57,12 @@ t.test('errors are application/problem+json from the one Problem component; exam
 })
 
 t.test('each route answers every status it documents, and documents every status it answers', async (t) => {
-  // The same database, other limits: one bcrypt-costing request, one account change and one wrong admin key per window.
-  const limited = await build(t, { databaseUrl: app.databaseUrl, env: { RATE_LIMIT_AUTH_MAX: '1', ACCOUNT_CHANGES_MAX: '1', ADMIN_KEY_FAILURES_MAX: '1' } })
+  // The same database, other limits: one bcrypt-costing request, one account change and one wrong admin key per window;
+  // one product and 1 KiB of images per user, one refresh a minute per session.
+  const limited = await build(t, {
+    databaseUrl: app.databaseUrl,
+    env: { RATE_LIMIT_AUTH_MAX: '1', ACCOUNT_CHANGES_MAX: '1', ADMIN_KEY_FAILURES_MAX: '1', PRODUCTS_MAX_PER_USER: '1', IMAGE_MAX_BYTES: '1024', IMAGE_BYTES_MAX_PER_USER: '1024', REFRESH_MIN_INTERVAL_MS: '60000' }
+  })
   // A database that does not exist on the same server: every query fails as with a database that is down.
   const missing = new URL(app.databaseUrl)
   missing.pathname = '/openapi_no_such_database'
@@ -150,6 +154,7 @@ t.test('each route answers every status it documents, and documents every status
       403: () => app.inject({ method: 'POST', url: '/api/auth/refresh-token', headers: { cookie: `__Secure-refresh_token=${me.refreshToken}` } }),
       413: () => app.inject({ method: 'POST', url: '/api/auth/refresh-token', payload: { refreshToken: 'x'.repeat(2_000_000) } }),
       415: () => app.inject({ method: 'POST', url: '/api/auth/refresh-token', ...text }),
+      429: async () => { const s = await registerAndLogin(app); return await limited.inject({ method: 'POST', url: '/api/auth/refresh-token', payload: { refreshToken: s.refreshToken } }) },
       500: () => failingQueries(() => app.inject({ method: 'POST', url: '/api/auth/refresh-token', payload: { refreshToken: me.refreshToken } })),
       503: () => down.inject({ method: 'POST', url: '/api/auth/refresh-token', payload: { refreshToken: me.refreshToken } })
     },
@@ -204,6 +209,7 @@ t.test('each route answers every status it documents, and documents every status
       201: () => app.inject({ method: 'POST', url: '/api/product', headers: me.auth, payload: { title: 'lamp', amount: 5 } }),
       400: () => app.inject({ method: 'POST', url: '/api/product', headers: me.auth, payload: { title: 'lamp' } }),
       401: () => app.inject({ method: 'POST', url: '/api/product', payload: { title: 'lamp', amount: 5 } }),
+      409: () => limited.inject({ method: 'POST', url: '/api/product', headers: me.auth, payload: { title: 'lamp', amount: 5 } }),
       413: () => app.inject({ method: 'POST', url: '/api/product', headers: me.auth, payload: huge }),
       415: () => app.inject({ method: 'POST', url: '/api/product', headers: { ...me.auth, ...text.headers }, payload: text.payload }),
       500: () => failing(app.products, 'create', () => app.inject({ method: 'POST', url: '/api/product', headers: me.auth, payload: { title: 'lamp', amount: 5 } })),
@@ -232,6 +238,11 @@ t.test('each route answers every status it documents, and documents every status
       401: () => upload(mine, undefined, PNG),
       403: () => upload(theirs, me, PNG),
       404: () => upload(2147483647, me, PNG),
+      409: async () => {
+        // 1000 bytes (under the limited app's IMAGE_MAX_BYTES) on top of `pictured`'s image pass its 1 KiB per user.
+        const body = multipart(Buffer.concat([PNG, Buffer.alloc(1000 - PNG.length)]))
+        return await limited.inject({ method: 'POST', url: `/api/product/${mine}/image`, headers: { ...body.headers, ...me.auth }, payload: body.payload })
+      },
       413: () => upload(mine, me, Buffer.concat([PNG, Buffer.alloc(Number(app.config.IMAGE_MAX_BYTES))])),
       415: () => upload(mine, me, Buffer.from('plain text, not an image')),
       500: () => failing(app.productImages, 'upload', () => upload(mine, me, PNG)),

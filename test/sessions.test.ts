@@ -62,12 +62,13 @@ t.test('refresh-token rotation', async (t) => {
     assertProblem(t, await refresh(app, legit.refreshToken), 401, 'INVALID_REFRESH_TOKEN')
     assertProblem(t, await getMe(app, me, legit.token), 401, 'UNAUTHORIZED')
     assertProblem(t, await getMe(app, me, me.token), 401, 'UNAUTHORIZED')
+    const revoked = await db.query('SELECT revoked_at FROM sessions WHERE id = $1', [me.sid])
+    t.ok(revoked.rows[0].revoked_at, 'the session row is revoked')
     // Another session of the same user, and other users, are untouched.
     const second = await app.inject({ method: 'POST', url: '/api/auth/login', payload: { username: me.username, password: me.password } })
     t.equal((await getMe(app, me, second.json().token)).statusCode, 200, 'a new login works')
     t.equal((await getMe(app, other, other.token)).statusCode, 200, 'another user is untouched')
-    const revoked = await db.query('SELECT revoked_at FROM sessions WHERE id = $1', [me.sid])
-    t.ok(revoked.rows[0].revoked_at, 'the session row is revoked')
+    t.equal((await db.query('SELECT id FROM sessions WHERE id = $1', [me.sid])).rows.length, 0, 'the next login deleted the revoked session')
   })
 
   t.test('a password change ends every session (refresh and access tokens)', async (t) => {

@@ -79,7 +79,7 @@ export function classifyDatabaseError (error: unknown): Classified | undefined {
 /**
  * A foreign-key violation (Prisma P2003, SQLSTATE 23503): the row an insert refers to is
  * gone, e.g. a product's creator deleted while the request creating it was in flight.
- * Callers decide what that means for them (src/modules/products/repository.ts).
+ * Callers decide what that means for them.
  */
 export function isForeignKeyViolation (error: unknown): boolean {
   if (typeof error !== 'object' || error === null) return false

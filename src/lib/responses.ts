@@ -12,11 +12,11 @@ const MEANINGS: Record<number, string> = {
   403: 'Authenticated, but not allowed (`FORBIDDEN`, `WRONG_PASSWORD`)',
   404: 'No such resource (`NOT_FOUND`)',
   406: 'None of the representations the route offers is acceptable to the Accept header (`NOT_ACCEPTABLE`)',
-  409: 'The username or e-mail address is taken (`CONFLICT`)',
+  409: 'The request conflicts with what exists: the username or e-mail address is taken (`CONFLICT`), or you hold as many products or image bytes as one user may (`PRODUCT_QUOTA_EXCEEDED`, `IMAGE_QUOTA_EXCEEDED`: delete some first)',
   413: 'The body (or the uploaded image) is larger than the limit (`PAYLOAD_TOO_LARGE`)',
   415: 'The body is not JSON (an image upload: not multipart, or not a PNG, JPEG or WebP by its bytes), or is compressed (`UNSUPPORTED_MEDIA_TYPE`, `UNSUPPORTED_IMAGE_TYPE`)',
   416: 'The Range header selects nothing of the resource; `Content-Range: bytes */size` gives its size (`RANGE_NOT_SATISFIABLE`)',
-  429: 'Too many attempts; `Retry-After` says when to try again (`RATE_LIMITED`)',
+  429: 'Too many attempts (or refreshes of one session); `Retry-After` says when to try again (`RATE_LIMITED`)',
   500: 'An unexpected error; it is logged with the request id (`INTERNAL`)',
   503: 'The database is unavailable or the service is overloaded; `Retry-After` says when to try again (`SERVICE_UNAVAILABLE`, `OVERLOADED`)'
 }

@@ -22,6 +22,8 @@ export const TEST_ENV: Record<string, string> = {
   // No load shedding: on a shared machine a starved test process could shed the requests
   // another test measures; test/operations/load-shedding.test.ts turns it on.
   MAX_EVENT_LOOP_DELAY_MS: '0',
+  // Tests refresh right after logging in; test/quotas.test.ts sets its own interval.
+  REFRESH_MIN_INTERVAL_MS: '0',
   // Two keys as `openssl rand -base64 32` makes them (weak keys stop the service).
   ADMIN_API_KEYS: 'cQXHu+OADM8lmuQm07Z89qTn09F5X/SLMMaTFhU+hQs=,6uk+AOEMsMv6XC/mmfvyTsIKCaoFHb/VAsagZiOsTvE='
 }

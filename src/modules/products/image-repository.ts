@@ -10,8 +10,13 @@
  *   removes the new file.
  * - a user deleted: the user's row is locked first (so no product of theirs can be inserted
  *   meanwhile), their products are deleted returning their keys, then the user.
+ * - the image bytes a user stores (IMAGE_BYTES_MAX_PER_USER, docs/api.md "Quotas"): an attach
+ *   locks the creator's row, sums the sizes of their other products' images in a statement
+ *   of its own (so it sees every attach of theirs that committed first) and attaches only
+ *   when the new size fits. Removals need no lock: they can only free room.
  */
 import type pg from 'pg'
+import { LOCK_USER_SQL, transaction } from '../../db/transaction.js'
 
 export interface ImageMeta {
   key: string
@@ -26,6 +31,8 @@ export type ImageChange =
   | { outcome: 'missing' }
   | { outcome: 'forbidden' }
   | { outcome: 'no-image' }
+  /** The creator's other images take `used` bytes: this one does not fit in their quota. */
+  | { outcome: 'quota', used: number }
 
 // image_updated_at is the image's Last-Modified, shown to the second: a new image gets a
 // later second than the one before it (kept after a removal), one second ahead of the
@@ -48,6 +55,9 @@ const DETACH_SQL = `
    WHERE p.id = old.id AND old.creator_id = $2 AND old.image_key IS NOT NULL
   RETURNING old.image_key AS "previousKey"`
 
+// Bytes of the creator's images, not counting product $2's (the one an upload replaces).
+const BYTES_USED_SQL = 'SELECT COALESCE(sum(image_size) FILTER (WHERE id <> $2), 0)::float8 AS used FROM products WHERE creator_id = $1'
+
 const OWNER_SQL = 'SELECT creator_id AS "creatorId", image_key AS "imageKey" FROM products WHERE id = $1'
 
 /** Wrapped so the error handler's classifier reads the driver error as the cause (503s). */
@@ -59,7 +69,10 @@ async function query<Row extends pg.QueryResultRow> (client: pg.Pool | pg.PoolCl
   }
 }
 
-export function productImagesRepository (pool: pg.Pool) {
+/**
+ * @param bytesPerUser IMAGE_BYTES_MAX_PER_USER: the most bytes of images one user stores.
+ */
+export function productImagesRepository (pool: pg.Pool, bytesPerUser: number) {
   /** Why a conditional update found nothing: no product, another's product, or no image. */
   async function whyNot (id: number, creatorId: number): Promise<ImageChange> {
     const [row] = await query<{ creatorId: number, imageKey: string | null }>(pool, 'product-owner', OWNER_SQL, [id])
@@ -75,11 +88,31 @@ export function productImagesRepository (pool: pg.Pool) {
       return row?.creatorId
     },
 
-    /** Sets the image of `creatorId`'s product `id`; `previousKey` is the file it replaced. */
+    /**
+     * Bytes of `creatorId`'s images besides product `id`'s: an upload is refused before its
+     * body is read when there is no room at all (attach decides, under the lock).
+     */
+    async bytesUsed (creatorId: number, id: number): Promise<number> {
+      const [row] = await query<{ used: number }>(pool, 'product-image-bytes-used', BYTES_USED_SQL, [creatorId, id])
+      return row?.used ?? 0
+    },
+
+    /**
+     * Sets the image of `creatorId`'s product `id` when it fits in the creator's quota;
+     * `previousKey` is the file it replaced.
+     */
     async attach (id: number, creatorId: number, image: ImageMeta): Promise<ImageChange> {
-      const rows = await query<{ previousKey: string | null }>(pool, 'product-image-attach', ATTACH_SQL, [id, creatorId, image.key, image.type, image.size, image.sha256])
-      if (rows[0] !== undefined) return { outcome: 'done', previousKey: rows[0].previousKey }
-      return await whyNot(id, creatorId)
+      const attached = await transaction(pool, 'product-image-attach', async (client) => {
+        await query(client, 'product-image-user-lock', LOCK_USER_SQL, [creatorId])
+        const [{ used } = { used: 0 }] = await query<{ used: number }>(client, 'product-image-bytes-used', BYTES_USED_SQL, [creatorId, id])
+        if (used + image.size > bytesPerUser) return { used }
+        const rows = await query<{ previousKey: string | null }>(client, 'product-image-attach', ATTACH_SQL, [id, creatorId, image.key, image.type, image.size, image.sha256])
+        return rows[0]
+      })
+      if (attached !== undefined && 'previousKey' in attached) return { outcome: 'done', previousKey: attached.previousKey }
+      // No row changed, or no room: say why (not found and forbidden win over the quota).
+      const why = await whyNot(id, creatorId)
+      return attached !== undefined && why.outcome === 'no-image' ? { outcome: 'quota', used: attached.used } : why
     },
 
     /** Clears the image of `creatorId`'s product `id`; `previousKey` is the file to remove. */

@@ -32,12 +32,12 @@ export const productImageRoutes: FastifyPluginAsyncTypebox<ProductImageRoutesOpt
     schema: {
       tags: ['products'],
       summary: 'Upload (or replace) the image of a product you created',
-      description: `One file in a multipart/form-data body, PNG, JPEG or WebP as its bytes say (not its name or Content-Type), at most IMAGE_MAX_BYTES (${maxBytes} here). 201 when the product had no image, 200 when it replaced one; the body is the product.`,
+      description: `One file in a multipart/form-data body, PNG, JPEG or WebP as its bytes say (not its name or Content-Type), at most IMAGE_MAX_BYTES (${maxBytes} here). 201 when the product had no image, 200 when it replaced one; the body is the product. Your images together take at most IMAGE_BYTES_MAX_PER_USER (a replacement counts its size minus the old one's): past it, 409 \`IMAGE_QUOTA_EXCEEDED\` and nothing is kept.`,
       security: bearerAuth,
       consumes: ['multipart/form-data'],
       params: IdParams,
       body: ImageUploadBody,
-      response: { 200: Product, 201: Product, ...problems(400, 401, 403, 404, 413, 415) }
+      response: { 200: Product, 201: Product, ...problems(400, 401, 403, 404, 409, 413, 415) }
     }
   }, async (request, reply) => {
     const { id } = request.params

@@ -27,6 +27,8 @@ export const TooManyFiles = createError('TOO_MANY_FILES', 'Send exactly one file
 export const TooManyParts = createError('TOO_MANY_PARTS', 'The form has too many parts: send one file', 400)
 export const ImageTooLarge = createError<[number]>('PAYLOAD_TOO_LARGE', 'Images are limited to %d bytes', 413)
 export const RangeNotSatisfiable = createError<[number]>('RANGE_NOT_SATISFIABLE', 'The Range header selects nothing of the %d bytes', 416)
+/** The creator's images would pass IMAGE_BYTES_MAX_PER_USER: 409 (docs/api.md, "Quotas"), until they remove some. */
+export const ImageQuotaExceeded = createError<[number, number]>('IMAGE_QUOTA_EXCEEDED', 'Your images may take %d bytes in all and your other images take %d: remove an image or product, or send a smaller one', 409)
 
 /** The image columns of a product row. */
 export interface ProductImageRow {
@@ -49,6 +51,8 @@ export interface ProductImagesOptions {
   repository: ProductImagesRepository
   /** IMAGE_MAX_BYTES. */
   maxBytes: number
+  /** IMAGE_BYTES_MAX_PER_USER. */
+  bytesPerUser: number
   log: FastifyBaseLogger
 }
 
@@ -85,7 +89,7 @@ function ifRangeHolds (header: string | string[] | undefined, etag: string, last
 }
 
 export function productImages (options: ProductImagesOptions) {
-  const { storage, repository, maxBytes, log } = options
+  const { storage, repository, maxBytes, bytesPerUser, log } = options
 
   /** Removes files whose rows are gone; failures are logged, never thrown. */
   async function discard (...keys: (string | null | undefined)[]): Promise<void> {
@@ -130,6 +134,7 @@ export function productImages (options: ProductImagesOptions) {
   function refuse (change: ImageChange, id: number): Error {
     if (change.outcome === 'missing') return new NotFound(`Product ${id} does not exist`)
     if (change.outcome === 'forbidden') return new Forbidden('Only the creator of a product can change its image')
+    if (change.outcome === 'quota') return new ImageQuotaExceeded(bytesPerUser, change.used)
     return new NotFound(`Product ${id} has no image`)
   }
 
@@ -146,6 +151,9 @@ export function productImages (options: ProductImagesOptions) {
       const owner = await repository.ownerOf(id)
       if (owner === undefined) throw new NotFound(`Product ${id} does not exist`)
       if (owner !== userId) throw new Forbidden('Only the creator of a product can change its image')
+      // No room for a single byte: refused before the body is stored (attach checks again).
+      const used = await repository.bytesUsed(userId, id)
+      if (used >= bytesPerUser) throw new ImageQuotaExceeded(bytesPerUser, used)
 
       let stored: ImageMeta | undefined
       try {
@@ -261,13 +269,16 @@ declare module 'fastify' {
 export interface ProductImagesPluginOptions {
   /** IMAGE_MAX_BYTES. */
   maxBytes: number
+  /** IMAGE_BYTES_MAX_PER_USER. */
+  bytesPerUser: number
 }
 
 export default fp(async function productImagesPlugin (app: FastifyInstance, options: ProductImagesPluginOptions) {
   app.decorate('productImages', productImages({
     storage: app.storage,
-    repository: productImagesRepository(sqlPool(app.prisma)),
+    repository: productImagesRepository(sqlPool(app.prisma), options.bytesPerUser),
     maxBytes: options.maxBytes,
+    bytesPerUser: options.bytesPerUser,
     log: app.log
   }))
 }, { name: 'product-images', fastify: '5.x', dependencies: ['prisma', 'storage'] })

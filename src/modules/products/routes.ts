@@ -89,9 +89,10 @@ export const productRoutes: FastifyPluginAsyncTypebox<ProductRoutesOptions> = as
     schema: {
       tags: ['products'],
       summary: 'Create a product; you are recorded as its creator',
+      description: 'One user holds at most `PRODUCTS_MAX_PER_USER` products: past it, 409 `PRODUCT_QUOTA_EXCEEDED` until you delete one.',
       security: sessionAuth,
       body: CreateProductBody,
-      response: { 201: Product, ...problems(400, 401, 413, 415) }
+      response: { 201: Product, ...problems(400, 401, 409, 413, 415) }
     }
   }, async (request, reply) => {
     return reply.code(201).send(present(await products.create(request.body, request.currentUser!.id)))

@@ -2,6 +2,7 @@
  * Product operations, built once and decorated as `app.products` (docs/architecture.md):
  * what the product and admin routes do with products, over the products repository.
  */
+import createError from '@fastify/error'
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
 import type pg from 'pg'
@@ -12,6 +13,9 @@ import { csvPage, type CsvPage } from './csv.js'
 import type { ProductImages } from './images.js'
 import type { ProductsRepository } from './repository.js'
 import type { CreateProductInput } from './schemas.js'
+
+/** The creator holds PRODUCTS_MAX_PER_USER products: 409 (docs/api.md, "Quotas"), until they delete one. */
+const ProductQuotaExceeded = createError<[number]>('PRODUCT_QUOTA_EXCEEDED', 'You hold %d products, the most one user may; delete one to create another', 409)
 
 interface ProductsServiceDependencies {
   products: ProductsRepository
@@ -43,10 +47,14 @@ function productsService ({ products, images, pool, named }: ProductsServiceDepe
       return await csvPage(pool, query, imageUrl, named)
     },
 
-    /** Creates a product of `creatorId`; 401 when that user was deleted after the token check (the token no longer names anyone). */
+    /**
+     * Creates a product of `creatorId`; 409 when they hold PRODUCTS_MAX_PER_USER already; 401
+     * when that user was deleted after the token check (the token no longer names anyone).
+     */
     async create (data: CreateProductInput, creatorId: number) {
       const product = await products.create({ ...data, creatorId })
       if (product === null) throw new Unauthorized('The token has been revoked')
+      if ('quota' in product) throw new ProductQuotaExceeded(product.quota)
       return product
     },
 

@@ -7,16 +7,32 @@
  * and its session is live, and the new token is inserted from that same row. Two requests
  * racing with one token serialise on the row lock: the second sees `used_at` set when it
  * re-checks the row (READ COMMITTED's re-evaluation), updates nothing, and is then reuse.
+ *
+ * Bounded (docs/api.md, "Quotas"): a user has at most `sessionsMax` live sessions (a login
+ * past it ends the least recently used one, in a transaction holding the user's row); a
+ * session keeps its current refresh token and the `refreshKept` most recently rotated ones
+ * (what reuse detection looks up), the rotation itself deleting the older ones; and a
+ * session rotates at most once per `refreshMinIntervalMs`.
  */
 import { randomUUID } from 'node:crypto'
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
 import type pg from 'pg'
 import { sqlPool, statementName } from '../../db/client.js'
+import { LOCK_USER_SQL, transaction } from '../../db/transaction.js'
 import type { PrismaClient } from '../../generated/prisma/client.js'
 
-/** Why a refresh token did not rotate. */
-export type RefreshRefusal = 'unknown' | 'reused' | 'expired' | 'ended'
+/** Why a refresh token did not rotate; `tooSoon`: the session rotated less than the minimum interval ago (seconds to wait). */
+export type RefreshRefusal = 'unknown' | 'reused' | 'expired' | 'ended' | { tooSoon: number }
+
+export interface SessionLimits {
+  /** SESSIONS_MAX_PER_USER: live sessions per user. */
+  sessionsMax: number
+  /** REFRESH_TOKENS_KEPT: rotated refresh tokens kept per session for reuse detection. */
+  refreshKept: number
+  /** REFRESH_MIN_INTERVAL_MS: the least time between two rotations of a session; 0 = none. */
+  refreshMinIntervalMs: number
+}
 
 export interface RotatedSession {
   sessionId: string
@@ -24,8 +40,15 @@ export interface RotatedSession {
   tokenVersion: number
 }
 
-// A new session and its first refresh token; the user's expired sessions go at the same time.
-const CREATE_SQL = `WITH expired AS (DELETE FROM sessions WHERE user_id = $2 AND expires_at < now()),
+// A new session and its first refresh token, run after the user's row is locked (so that
+// concurrent logins of one user see each other): the user's dead sessions go (expired,
+// revoked, or of an older token version), and so do the least recently used live ones past
+// the newest $6 - 1, so that with the new one the user has at most $6 (SESSIONS_MAX_PER_USER).
+const CREATE_SQL = `WITH kept AS (
+    SELECT s.id FROM sessions s JOIN users u ON u.id = s.user_id
+     WHERE s.user_id = $2 AND s.expires_at > now() AND s.revoked_at IS NULL AND s.token_version = u.token_version
+     ORDER BY s.expires_at DESC, s.created_at DESC LIMIT $6::int - 1
+  ), ended AS (DELETE FROM sessions WHERE user_id = $2 AND id NOT IN (SELECT id FROM kept)),
   session AS (INSERT INTO sessions (id, user_id, token_version, expires_at) VALUES ($1, $2, $3, $5))
   INSERT INTO refresh_tokens (hash, session_id, expires_at) VALUES ($4, $1, $5)`
 
@@ -34,24 +57,30 @@ const ROTATE_SQL = `WITH old AS (
     FROM sessions s JOIN users u ON u.id = s.user_id
     WHERE t.hash = $1 AND t.used_at IS NULL AND t.expires_at > now() AND s.id = t.session_id
       AND s.revoked_at IS NULL AND s.token_version = u.token_version
+      AND t.created_at <= now() - $4::int * interval '1 millisecond'
     RETURNING t.session_id, u.id AS user_id, u.token_version
   ), fresh AS (
     INSERT INTO refresh_tokens (hash, session_id, expires_at) SELECT $2, session_id, $3 FROM old
   ), extended AS (
     UPDATE sessions SET expires_at = $3 FROM old WHERE sessions.id = old.session_id
+  ), pruned AS (
+    DELETE FROM refresh_tokens WHERE session_id = (SELECT session_id FROM old) AND used_at IS NOT NULL
+       AND hash NOT IN (SELECT hash FROM refresh_tokens WHERE session_id = (SELECT session_id FROM old) AND used_at IS NOT NULL
+                         ORDER BY used_at DESC, created_at DESC LIMIT $5::int - 1)
   )
   SELECT session_id AS "sessionId", user_id AS "userId", token_version AS "tokenVersion" FROM old`
 
 // Why a token did not rotate, and its session: read after ROTATE_SQL changed nothing.
 const CLASSIFY_SQL = `SELECT t.session_id AS "sessionId", t.used_at IS NOT NULL AS used, t.expires_at <= now() AS expired,
-    s.revoked_at IS NOT NULL OR s.token_version <> u.token_version AS ended
+    s.revoked_at IS NOT NULL OR s.token_version <> u.token_version AS ended,
+    ceil(extract(epoch FROM t.created_at + $2::int * interval '1 millisecond' - now()))::int AS "waitSeconds"
   FROM refresh_tokens t JOIN sessions s ON s.id = t.session_id JOIN users u ON u.id = s.user_id
   WHERE t.hash = $1`
 
 const REVOKE_SQL = 'UPDATE sessions SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL'
 
 /** Wrapped so the error handler's classifier reads the driver error as the cause (503 when the database is down). */
-async function query<R extends pg.QueryResultRow> (pool: pg.Pool, name: string, text: string, values: unknown[], prepare: boolean): Promise<pg.QueryResult<R>> {
+async function query<R extends pg.QueryResultRow> (pool: pg.Pool | pg.PoolClient, name: string, text: string, values: unknown[], prepare: boolean): Promise<pg.QueryResult<R>> {
   try {
     // Unnamed behind PgBouncer in transaction mode (DB_PGBOUNCER, docs/operations.md).
     return await pool.query<R>({ name: prepare ? name : undefined, text, values })
@@ -60,14 +89,21 @@ async function query<R extends pg.QueryResultRow> (pool: pg.Pool, name: string, 
   }
 }
 
-export function sessionsRepository (prisma: PrismaClient) {
+export function sessionsRepository (prisma: PrismaClient, limits: SessionLimits) {
   const pool = sqlPool(prisma)
   const prepare = statementName(prisma, 'session') !== undefined
+  const { sessionsMax, refreshKept, refreshMinIntervalMs } = limits
   return {
-    /** Starts a session for the user with its first refresh token (by digest); returns the session id. */
+    /**
+     * Starts a session for the user with its first refresh token (by digest); returns the
+     * session id. Past `sessionsMax` live sessions, the least recently used one ends.
+     */
     async create (user: { id: number, tokenVersion: number }, refreshHash: Buffer, expiresAt: Date): Promise<string> {
       const id = randomUUID()
-      await query(pool, 'session-create', CREATE_SQL, [id, user.id, user.tokenVersion, refreshHash, expiresAt], prepare)
+      await transaction(pool, 'session-create', async (client) => {
+        await query(client, 'session-user-lock', LOCK_USER_SQL, [user.id], prepare)
+        await query(client, 'session-create', CREATE_SQL, [id, user.id, user.tokenVersion, refreshHash, expiresAt, sessionsMax], prepare)
+      })
       return id
     },
 
@@ -76,16 +112,20 @@ export function sessionsRepository (prisma: PrismaClient) {
      * says why not; a token presented again (`reused`) revokes its whole session.
      */
     async rotate (oldHash: Buffer, newHash: Buffer, expiresAt: Date): Promise<RotatedSession | RefreshRefusal> {
-      const { rows: [rotated] } = await query<RotatedSession>(pool, 'session-rotate', ROTATE_SQL, [oldHash, newHash, expiresAt], prepare)
+      const { rows: [rotated] } = await query<RotatedSession>(pool, 'session-rotate', ROTATE_SQL, [oldHash, newHash, expiresAt, refreshMinIntervalMs, refreshKept], prepare)
       if (rotated !== undefined) return rotated
-      type Row = { sessionId: string, used: boolean, expired: boolean, ended: boolean }
-      const { rows: [row] } = await query<Row>(pool, 'session-classify', CLASSIFY_SQL, [oldHash], prepare)
+      type Row = { sessionId: string, used: boolean, expired: boolean, ended: boolean, waitSeconds: number }
+      const { rows: [row] } = await query<Row>(pool, 'session-classify', CLASSIFY_SQL, [oldHash, refreshMinIntervalMs], prepare)
       if (row === undefined) return 'unknown'
       if (row.used) {
         await query(pool, 'session-revoke', REVOKE_SQL, [row.sessionId], prepare)
         return 'reused'
       }
-      return row.ended ? 'ended' : row.expired ? 'expired' : 'unknown'
+      if (row.ended) return 'ended'
+      if (row.expired) return 'expired'
+      // Live, unused, unexpired: the session rotated too recently (a wait of 0: the interval
+      // ended between the two statements).
+      return { tooSoon: Math.max(1, row.waitSeconds) }
     },
 
     /** Ends a session (logout); its access and refresh tokens stop working at once. */
@@ -103,6 +143,6 @@ declare module 'fastify' {
   }
 }
 
-export default fp(async function sessionsRepositoryPlugin (app: FastifyInstance) {
-  app.decorate('sessionsRepository', sessionsRepository(app.prisma))
+export default fp(async function sessionsRepositoryPlugin (app: FastifyInstance, limits: SessionLimits) {
+  app.decorate('sessionsRepository', sessionsRepository(app.prisma, limits))
 }, { name: 'sessions-repository', fastify: '5.x', dependencies: ['prisma'] })

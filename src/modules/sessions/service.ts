@@ -5,7 +5,7 @@
  * every request (src/plugins/authentication.ts), so revocation is immediate.
  */
 import type { JWT } from '@fastify/jwt'
-import { InvalidRefreshToken, RefreshTokenReused } from './errors.js'
+import { InvalidRefreshToken, RefreshTokenReused, RefreshTooSoon } from './errors.js'
 import type { SessionsRepository } from './repository.js'
 import { hashRefreshToken, isRefreshTokenShaped, newRefreshToken } from './tokens.js'
 
@@ -53,7 +53,8 @@ export function sessionsService (options: SessionsServiceDependencies) {
 
     /**
      * Rotates a refresh token: new access and refresh tokens, the old one used up. A token
-     * presented twice revokes its session (both holders must log in again): 401.
+     * presented twice revokes its session (both holders must log in again): 401. A session
+     * that rotated less than REFRESH_MIN_INTERVAL_MS ago: 429, the token still valid.
      */
     async refresh (token: string): Promise<IssuedSession> {
       if (!isRefreshTokenShaped(token)) throw new InvalidRefreshToken(REFUSALS.unknown)
@@ -62,6 +63,7 @@ export function sessionsService (options: SessionsServiceDependencies) {
       const result = await sessions.rotate(hashRefreshToken(token), next.hash, expiresAt)
       if (result === 'reused') throw new RefreshTokenReused()
       if (typeof result === 'string') throw new InvalidRefreshToken(REFUSALS[result])
+      if ('tooSoon' in result) throw Object.assign(new RefreshTooSoon(result.tooSoon), { retryAfterSeconds: result.tooSoon })
       return await issue(result.sessionId, { id: result.userId, tokenVersion: result.tokenVersion }, next, expiresAt)
     },
 
