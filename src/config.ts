@@ -177,8 +177,8 @@ export const EnvSchema = Type.Object({
    */
   REFRESH_TOKENS_KEPT: Type.Integer({ default: 100, minimum: 1, maximum: 100_000 }),
   /**
-   * The least time between two refreshes of one session (429 RATE_LIMITED with Retry-After
-   * sooner; the token stays valid). A client refreshes when its access token expires, every
+   * The least time between two refreshes of one session, after its first (429 RATE_LIMITED
+   * with Retry-After sooner; the token stays valid). A client refreshes when its access token expires, every
    * few minutes; a loop of rotations is abuse, and would push stolen tokens out of reuse
    * detection. 0 = no minimum.
    */

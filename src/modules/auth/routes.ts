@@ -67,7 +67,7 @@ export const authRoutes: FastifyPluginAsyncTypebox<AuthRoutesOptions> = async (a
       description: 'The refresh token comes from the body (`{"refreshToken": ...}`, token mode) or from the refresh cookie (cookie mode; then the origin is checked). ' +
         'Each refresh token works once: presenting a used one again revokes the whole session (401 `REFRESH_TOKEN_REUSED`), as does a race of two refreshes with one token. ' +
         'An expired or unknown token, or one of a session ended by logout or a password change: 401 `INVALID_REFRESH_TOKEN`. ' +
-        'A session refreshes at most once per `REFRESH_MIN_INTERVAL_MS`: sooner is 429 `RATE_LIMITED` with `Retry-After`, and the token stays valid.',
+        'After its first refresh, a session refreshes at most once per `REFRESH_MIN_INTERVAL_MS`: sooner is 429 `RATE_LIMITED` with `Retry-After`, and the token stays valid.',
       body: RefreshBody,
       response: { 200: SessionResult, ...problems(400, 401, 403, 413, 415, 429) }
     }

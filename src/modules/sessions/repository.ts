@@ -12,7 +12,8 @@
  * past it ends the least recently used one, in a transaction holding the user's row); a
  * session keeps its current refresh token and the `refreshKept` most recently rotated ones
  * (what reuse detection looks up), the rotation itself deleting the older ones; and a
- * session rotates at most once per `refreshMinIntervalMs`.
+ * session rotates at most once per `refreshMinIntervalMs` after its first rotation (a
+ * refresh right after login is not limited: logins have limits of their own).
  */
 import { randomUUID } from 'node:crypto'
 import type { FastifyInstance } from 'fastify'
@@ -57,7 +58,8 @@ const ROTATE_SQL = `WITH old AS (
     FROM sessions s JOIN users u ON u.id = s.user_id
     WHERE t.hash = $1 AND t.used_at IS NULL AND t.expires_at > now() AND s.id = t.session_id
       AND s.revoked_at IS NULL AND s.token_version = u.token_version
-      AND t.created_at <= now() - $4::int * interval '1 millisecond'
+      AND (t.created_at <= now() - $4::int * interval '1 millisecond'
+           OR NOT EXISTS (SELECT 1 FROM refresh_tokens p WHERE p.session_id = t.session_id AND p.used_at IS NOT NULL))
     RETURNING t.session_id, u.id AS user_id, u.token_version
   ), fresh AS (
     INSERT INTO refresh_tokens (hash, session_id, expires_at) SELECT $2, session_id, $3 FROM old
