@@ -185,6 +185,12 @@ t.test('fuzz every route', async (t) => {
     const secrets = req.url.startsWith('/docs') ? /\$2[aby]\$\d\d\$|password_hash/ : /\$2[aby]\$\d\d\$|"password(Hash)?"|password_hash/
     if (secrets.test(res.body)) throw new Error(`secret in the answer: ${where}`)
     if (/\bat .+\.(ts|js):\d+/.test(res.body)) throw new Error(`stack trace in the answer: ${where}`)
+    // Credentials (a token in the body, a session cookie) are never left to caches. (The
+    // OpenAPI document's examples show tokens, not credentials.)
+    const credentials = res.headers['set-cookie'] !== undefined || (!req.url.startsWith('/docs') && /"(token|refreshToken)":"/.test(res.body))
+    if (credentials && res.headers['cache-control'] !== 'no-store') {
+      throw new Error(`credentials without Cache-Control: no-store: ${where}`)
+    }
     const keyAuthText = req.url.startsWith('/api/admin') && /^text\/plain/.test(String(res.headers['content-type']))
     if (res.statusCode >= 400 && req.method !== 'HEAD' && !keyAuthText) {
       const body = JSON.parse(res.body) as { status: number, requestId: string }

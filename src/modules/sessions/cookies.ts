@@ -13,11 +13,16 @@
  *   is why unsafe methods are also checked by origin (csrf.ts).
  * - Paths: the access token goes to `/api` only (not to /docs or /health), the refresh token
  *   to `/api/auth/refresh-token` only, so no other route ever receives it.
+ * - Every answer that sets or clears them is `Cache-Control: no-store`: a cache must not keep
+ *   (or replay) a Set-Cookie. `no-store` alone: `Pragma: no-cache` speaks to HTTP/1.0 caches
+ *   only, and HTTP caching (RFC 9111) has deprecated it.
  */
 import type { FastifyReply, FastifyRequest } from 'fastify'
 
 export const ACCESS_COOKIE_PATH = '/api'
 export const REFRESH_COOKIE_PATH = '/api/auth/refresh-token'
+/** The Cache-Control of every answer that carries a token or sets a session cookie. */
+export const NO_STORE = 'no-store'
 
 export interface SessionCookieNames {
   access: string
@@ -53,10 +58,12 @@ export function sessionCookies (options: { secure: boolean }): SessionCookies {
   return {
     names,
     set (reply, tokens) {
+      reply.header('cache-control', NO_STORE)
       reply.setCookie(names.access, tokens.accessToken, { ...attributes, path: ACCESS_COOKIE_PATH, maxAge: seconds(tokens.accessExpiresAt) })
       reply.setCookie(names.refresh, tokens.refreshToken, { ...attributes, path: REFRESH_COOKIE_PATH, maxAge: seconds(tokens.refreshExpiresAt) })
     },
     clear (reply) {
+      reply.header('cache-control', NO_STORE)
       reply.clearCookie(names.access, { ...attributes, path: ACCESS_COOKIE_PATH })
       reply.clearCookie(names.refresh, { ...attributes, path: REFRESH_COOKIE_PATH })
     },

@@ -1,6 +1,10 @@
-/** How a new session reaches the client: in the body (token mode) or in cookies (cookie mode). */
+/**
+ * How a new session reaches the client: in the body (token mode) or in cookies (cookie mode).
+ * Either way the answer carries credentials: `Cache-Control: no-store` (set by the cookies in
+ * cookie mode) keeps it out of every cache, shared or the browser's own.
+ */
 import type { FastifyReply } from 'fastify'
-import type { SessionCookies } from './cookies.js'
+import { NO_STORE, type SessionCookies } from './cookies.js'
 import type { SessionModeValue, SessionResultBody } from './schemas.js'
 import type { IssuedSession } from './service.js'
 
@@ -10,5 +14,6 @@ export function deliverSession (reply: FastifyReply, cookies: SessionCookies, is
     cookies.set(reply, issued)
     return common
   }
+  reply.header('cache-control', NO_STORE)
   return { ...common, token: issued.accessToken, tokenType: 'Bearer', refreshToken: issued.refreshToken }
 }
