@@ -28,8 +28,8 @@ const TABLE: Case[] = [
   },
   {
     pattern: '/files/*',
-    matches: [['/files/a.txt', { '*': 'a.txt', '*1': 'a.txt' }], ['/files/a/b/c.txt', { '*': 'a/b/c.txt', '*1': 'a/b/c.txt' }], ['/files/', { '*': '', '*1': '' }]],
-    misses: ['/files', '/filesx/a']
+    matches: [['/files/a.txt', { '*': 'a.txt', '*1': 'a.txt' }], ['/files/a/b/c.txt', { '*': 'a/b/c.txt', '*1': 'a/b/c.txt' }], ['/files/', { '*': '', '*1': '' }], ['/files', { '*': '', '*1': '' }]],
+    misses: ['/filesx/a', '/filesx']
   },
   {
     pattern: '/v1/*/shop/*',
@@ -349,4 +349,39 @@ t.test('a route / under a prefix is exact by default: the prefix alone, not also
   const lenient = await prefixApp(t, { routerOptions: { ignoreTrailingSlash: true } })
   t.equal((await lenient.inject('/foo/')).body, 'root', 'ignoreTrailingSlash: true (the service\'s setting) keeps both, as for every route')
   t.equal((await lenient.inject('/users/7/')).statusCode, 200)
+})
+
+t.test('/prefix/* also matches the bare /prefix (the rest is empty), beside the routes an app names there itself', async (t) => {
+  const app = Fastify()
+  t.teardown(() => app.close())
+  await app.register(routing)
+  app.get('/files/*', { config: { name: 'files' } }, async (request) => ({ files: request.params }))
+  app.get('/users/:id/*', async (request) => ({ user: request.params }))
+  app.route({ method: ['GET', 'POST'], url: '/both/*', handler: async (request) => `${request.method} ${(request.params as Record<string, string>)['*']}` })
+  app.get('/docs', async () => 'docs before') // a route of its own at the bare path, before the wildcard...
+  app.get('/docs/*', async () => 'docs wildcard')
+  app.get('/pages/*', async () => 'pages wildcard')
+  app.get('/pages', async () => 'pages after') // ...and after it
+  await app.register(async (scope) => {
+    scope.get('/*', async (request) => ({ scoped: request.params }))
+  }, { prefix: '/scoped' })
+  await app.ready()
+  const body = async (url: string, method: 'GET' | 'HEAD' | 'POST' = 'GET'): Promise<string> => {
+    const response = await app.inject({ method, url })
+    return `${response.statusCode} ${response.body}`
+  }
+  t.equal(await body('/files'), '200 {"files":{"*":"","*1":""}}', '/files: the wildcard with an empty rest')
+  t.equal(await body('/files?x=1'), '200 {"files":{"*":"","*1":""}}')
+  t.equal(await body('/files/'), '200 {"files":{"*":"","*1":""}}')
+  t.equal(await body('/files/a/b'), '200 {"files":{"*":"a/b","*1":"a/b"}}')
+  t.equal(await body('/files', 'HEAD'), '200 ', 'HEAD too')
+  t.equal((await app.inject({ method: 'DELETE', url: '/files' })).headers.allow, 'GET, HEAD, OPTIONS', '405 knows the bare path')
+  t.equal(await body('/filesx'), '404 {"message":"Route GET:/filesx not found","error":"Not Found","statusCode":404}')
+  t.equal(await body('/users/7'), '200 {"user":{"id":"7","*":"","*1":""}}', 'parameters before the wildcard')
+  t.equal(await body('/both', 'POST'), '200 POST ', 'every method of the route')
+  t.equal(await body('/docs'), '200 docs before', 'an app route at the bare path wins, registered before the wildcard...')
+  t.equal(await body('/pages'), '200 pages after', '... or after it')
+  t.equal(await body('/pages/'), '200 pages wildcard')
+  t.equal(await body('/scoped'), '200 {"scoped":{"*":"","*1":""}}', 'under a prefix')
+  t.equal(app.getRouteURL('files', { '*': 'a' }), '/files/a', 'the route name stays the wildcard route\'s')
 })

@@ -47,6 +47,15 @@ t.test('static(prefix, root): files under the root at the prefix, with type, ETa
   t.equal((await get(base, '/assets/dir/file.txt')).body, 'file in dir\n')
   t.equal((await get(base, '/style.css')).status, 404, 'only under the prefix')
   t.equal((await get(base, '/assets/missing.txt')).status, 404)
+  t.equal((await get(base, '/assets')).status, 404, 'the bare prefix is not added for static files (README.md, "Static files")')
+})
+
+t.test('static(prefix, root, { redirect: true }): the bare prefix redirects to the folder', async (t) => {
+  const base = await listen(t, async (app) => { await app.static('/assets', PUBLIC, { redirect: true }) })
+  const bare = await get(base, '/assets')
+  t.equal(bare.status, 301)
+  t.equal(bare.headers.location, '/assets/')
+  t.equal((await get(base, '/assets/')).body, '<h1>home</h1>\n')
 })
 
 t.test('prefix / exposes /dir/file paths relative to the root; index.html for directories', async (t) => {

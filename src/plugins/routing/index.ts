@@ -3,7 +3,8 @@
  *
  * Register it before the routes it should see (it works through an onRoute hook), and
  * before plugins whose hooks read params (it sets them in an app-wide onRequest hook):
- * - path patterns: `:name` must not be empty, `:name?` reads '' when absent, `*` also reads
+ * - path patterns: `:name` must not be empty, `:name?` reads '' when absent, `/prefix/*` also
+ *   answers `/prefix` (a route added at the bare path), `*` also reads
  *   as `*1`, and patterns find-my-way cannot route as README.md "Path patterns" reads them (`+`, inner or
  *   several `*`, inner `:name?`, several parameters in one segment, a literal colon next to
  *   a parameter) are compiled; patterns that could never match are refused;
@@ -147,8 +148,21 @@ function patternStorage (options: PathOptions): () => { get: (value: string) => 
 
 /** Where a route's pattern travels in its config, from onRoute to the request hook. */
 const kPattern = Symbol('routing.pattern')
+/** Marks the route the plugin adds at the bare path of a `/prefix/*` route. */
+const kBare = Symbol('routing.bare')
 
-interface PatternConfig { [kPattern]?: Pattern | CompiledPattern }
+interface PatternConfig { [kPattern]?: Pattern | CompiledPattern, [kBare]?: true }
+
+/**
+ * `/files/*` -> `/files`: the path a native pattern ending in `/*` also matches with an empty
+ * rest (find-my-way needs the slash). Undefined for other patterns and for `/*`.
+ */
+function bareOfWildcard (pattern: Pattern): string | undefined {
+  const last = pattern.tokens[pattern.tokens.length - 1]
+  if (!pattern.native || last?.kind !== 'wildcard' || last.plus || !pattern.source.endsWith('/*')) return undefined
+  const bare = pattern.source.slice(0, -2)
+  return bare === '' ? undefined : bare
+}
 
 function withPattern<Config> (config: Config, pattern: Pattern | CompiledPattern): Config {
   const carried: PatternConfig = { ...config, [kPattern]: pattern }
@@ -212,7 +226,19 @@ async function routing (app: FastifyInstance, options: RoutingOptions): Promise<
   }
   if (!app.hasConstraintStrategy(TRAILING_SLASH_CONSTRAINT)) app.addConstraintStrategy(trailingSlashStrategy)
 
-  app.addHook('onRoute', function applyRoutingModel (route) {
+  /** `METHOD url` of each route added at the bare path of a `/prefix/*` route. */
+  const bareRoutes = new Set<string>()
+  /** Wildcard URLs of `app.static` folders, which get no bare route. */
+  const staticWildcards = new Set<string>()
+
+  app.addHook('onRoute', function applyRoutingModel (this: FastifyInstance, route) {
+    if ((route.config as PatternConfig | undefined)?.[kBare] === true) return
+    const methods = Array.isArray(route.method) ? route.method : [route.method]
+    // An app's own route at a bare path the plugin took first: one more constraint (one that
+    // every path reaching that node meets) makes it no duplicate, and the router prefers it.
+    if (methods.some((method) => bareRoutes.has(`${method} ${route.url}`))) {
+      route.constraints = { ...route.constraints, [TRAILING_SLASH_CONSTRAINT]: trailingSlashes(normalizePath(route.url, pathOptions)) }
+    }
     const pattern = parsePattern(route.url)
     const name = route.config?.name
     if (name !== undefined) {
@@ -222,6 +248,7 @@ async function routing (app: FastifyInstance, options: RoutingOptions): Promise<
     if (pattern.native) {
       if (pattern.tokens.some((token) => token.kind !== 'literal')) route.config = withPattern(route.config, pattern)
       exactPrefixRoot(route, pathOptions)
+      addBareRoute(this, route, pattern, methods)
       return
     }
     const compiled = compiledOf(pattern.source, pathOptions)
@@ -230,6 +257,28 @@ async function routing (app: FastifyInstance, options: RoutingOptions): Promise<
     route.constraints = { ...route.constraints, [PATTERN_CONSTRAINT]: pattern.source }
     route.config = withPattern(route.config, compiled)
   })
+  /**
+   * `/prefix/*` also answers `/prefix`, the rest read under `*` being empty (README.md "Path
+   * patterns"): the same route (handler, hooks, schema) is added at the bare path, in the
+   * same scope, carrying the wildcard's pattern so its params read `*` = `*1` = ''. Not when a
+   * route of the app holds that path and method already (it keeps it; one added later wins
+   * through the constraint above), nor for a bare path outside the scope's prefix (`/*` under
+   * prefix `/foo/`), nor for `app.static` folders: @fastify/static's handler reads the prefix
+   * from the URL of the route that first called it, so a second route breaks one of the two.
+   */
+  function addBareRoute (scope: FastifyInstance, route: HookedRoute, pattern: Pattern, methods: string[]): void {
+    const bare = bareOfWildcard(pattern)
+    const prefix = route.prefix ?? ''
+    if (bare === undefined || !bare.startsWith(prefix) || staticWildcards.has(route.url)) return
+    const free = methods.filter((method) => !bareRoutes.has(`${method} ${bare}`) && !scope.hasRoute({ method: method as never, url: bare }))
+    if (free.length === 0) return
+    for (const method of free) bareRoutes.add(`${method} ${bare}`)
+    const { url: _url, path: _path, routePath: _routePath, prefix: _prefix, config, ...options } = route
+    const { name: _name, ...rest } = (config ?? {}) as Record<string | symbol, unknown>
+    const bareConfig: PatternConfig = { ...rest, [kPattern]: pattern, [kBare]: true }
+    scope.route({ ...options, method: free as never, url: bare.slice(prefix.length), config: bareConfig as typeof config })
+  }
+
   app.addHook('onRequest', paramsHook(pathOptions))
   if (methodNotAllowed) {
     registerMethodNotAllowed(app, [patternStrategy, trailingSlashStrategy], (route) => {
@@ -241,7 +290,7 @@ async function routing (app: FastifyInstance, options: RoutingOptions): Promise<
   app.decorate('getRouteURL', function getRouteURL (name: string, params?: Readonly<Record<string, URLParamValue | undefined>>) {
     return named.url(name, params)
   })
-  registerStatic(app)
+  registerStatic(app, (url) => staticWildcards.add(url))
   registerRestart(app, maxRestarts)
 }
 

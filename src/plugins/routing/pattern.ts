@@ -248,7 +248,11 @@ export function normalizeNativeParams (pattern: Pattern, params: Record<string, 
     if (params[name] === undefined || params[name] === '') return false
   }
   for (const name of pattern.optionalNames) params[name] ??= ''
-  if (pattern.wildcards > 0) params['*1'] = params['*'] ?? ''
+  if (pattern.wildcards > 0) {
+    // `/prefix/*` reached at its bare path `/prefix` (index.ts): no `*` from find-my-way.
+    params['*'] ??= ''
+    params['*1'] = params['*']
+  }
   return true
 }
 

@@ -23,8 +23,13 @@ declare module 'fastify' {
   }
 }
 
-export function registerStatic (app: FastifyInstance): void {
+/**
+ * @param keepExact called with the wildcard URL @fastify/static will register, before it
+ * does: the routing plugin adds no route at its bare prefix (README.md "Static files").
+ */
+export function registerStatic (app: FastifyInstance, keepExact: (url: string) => void): void {
   app.decorate('static', function serveStatic (this: FastifyInstance, prefix: string, root: string, options: StaticOptions = {}) {
+    keepExact(`${prefix.endsWith('/') ? prefix : `${prefix}/`}*`)
     return this.register(fastifyStatic, { dotfiles: 'ignore', ...options, prefix, root, decorateReply: false })
   })
 }
