@@ -8,6 +8,7 @@ import { mkdtemp, readdir, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
 import t, { type Test } from 'tap'
+import { hashRefreshToken, newRefreshToken } from '../src/modules/sessions/tokens.js'
 import { assertProblem, type Answer } from './helpers/assertions.js'
 import { build, registerAndLogin, type Session, type TestApp } from './helpers/build.js'
 import { createTestDatabase, sqlClient } from './helpers/database.js'
@@ -173,6 +174,23 @@ t.test('refresh rows: 800 rotations in a burst keep a bounded trail; reuse of a 
   // The tenth most recent rotated token (the thief's copy, say) is still recognised.
   assertProblem(t, await refresh(used.at(-10)!), 401, 'REFRESH_TOKEN_REUSED')
   assertProblem(t, await app.inject({ url: `/api/user/${me.id}`, headers: me.auth }), 401, 'UNAUTHORIZED')
+})
+
+t.test('REFRESH_MIN_INTERVAL_MS=0: back-to-back rotations are never refused (timestamps are stored to the millisecond, rounded)', async (t) => {
+  const app = await build(t, { env: { REFRESH_TOKENS_KEPT: '5', REFRESH_MIN_INTERVAL_MS: '0' } })
+  const me = await registerAndLogin(app)
+  const expiresAt = new Date(Date.now() + 86_400_000)
+  let current = hashRefreshToken(me.refreshToken)
+  const refused: unknown[] = []
+  // The repository straight on the pool: nothing between two statements but a round trip.
+  for (let i = 0; i < 500; i++) {
+    const next = newRefreshToken().hash
+    const result = await app.sessionsRepository.rotate(current, next, expiresAt)
+    if (typeof result !== 'object' || !('sessionId' in result)) refused.push(result)
+    current = next
+    if (refused.length > 0) break
+  }
+  t.same(refused, [], 'every rotation went through')
 })
 
 t.test('refresh rate: a session rotates at most once per REFRESH_MIN_INTERVAL_MS; a burst is 429 with Retry-After and the token stays valid', async (t) => {

@@ -58,7 +58,7 @@ const ROTATE_SQL = `WITH old AS (
     FROM sessions s JOIN users u ON u.id = s.user_id
     WHERE t.hash = $1 AND t.used_at IS NULL AND t.expires_at > now() AND s.id = t.session_id
       AND s.revoked_at IS NULL AND s.token_version = u.token_version
-      AND (t.created_at <= now() - $4::int * interval '1 millisecond'
+      AND ($4::int = 0 OR t.created_at <= now() - $4::int * interval '1 millisecond'
            OR NOT EXISTS (SELECT 1 FROM refresh_tokens p WHERE p.session_id = t.session_id AND p.used_at IS NOT NULL))
     RETURNING t.session_id, u.id AS user_id, u.token_version
   ), fresh AS (
