@@ -98,6 +98,19 @@ t.test('ipAddress: socket address; proxyHeader only from a trusted proxy (Fastif
     'trustProxy: true trusts the whole chain: the first entry')
 })
 
+t.test('ipAddress without a proxy header is the remote address, even under trustProxy (X-Forwarded-For is not read)', async (t) => {
+  const route = (app: import('fastify').FastifyInstance): void => {
+    app.get('/ip', async (request) => ({ ip: request.ipAddress(), fastify: request.ip }))
+  }
+  const headers = { 'x-forwarded-for': '8.8.8.8, 7.7.7.7' }
+  const trusting = await contextApp(t, route, {}, { trustProxy: true })
+  t.same((await trusting.inject({ url: '/ip', remoteAddress: '10.1.2.3', headers })).json(), { ip: '10.1.2.3', fastify: '8.8.8.8' },
+    'no proxyHeader: the socket\'s peer, where Fastify\'s request.ip reads X-Forwarded-For')
+  const otherHeader = await contextApp(t, route, { proxyHeader: 'X-Real-IP' }, { trustProxy: '10.0.0.0/8' })
+  t.same((await otherHeader.inject({ url: '/ip', remoteAddress: '10.1.2.3', headers })).json(), { ip: '10.1.2.3', fastify: '7.7.7.7' },
+    'proxyHeader X-Real-IP absent: the remote address, not X-Forwarded-For')
+})
+
 t.test('ipAddress over a real socket from an untrusted address ignores proxyHeader', async (t) => {
   const route = (app: import('fastify').FastifyInstance): void => {
     app.get('/ip', async (request) => ({ ip: request.ipAddress() }))

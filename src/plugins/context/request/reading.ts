@@ -72,8 +72,9 @@ declare module 'fastify' {
     /** Secure: `clientProtocol() === 'https'`. */
     secure: () => boolean
     /**
-     * IP: the client address; with the `proxyHeader` option and a request from a trusted
-     * proxy (Fastify's `trustProxy`), the address that header gives. Not `ip`: Fastify's getter.
+     * IP: the remote address (the socket's peer); with the `proxyHeader` option and a request
+     * from a trusted proxy (Fastify's `trustProxy`), the address that header gives. Not `ip`:
+     * Fastify's getter, which reads X-Forwarded-For under trustProxy.
      */
     ipAddress: () => string
     /** IPs: the addresses of X-Forwarded-For as listed. Not `ips`: Fastify's needs trustProxy and differs. */
@@ -191,7 +192,9 @@ export function registerReading (app: FastifyInstance, options: ResolvedContextO
       const forwarded = forwardedEntry(this, options.proxyHeader)
       if (forwarded !== undefined && isIP(forwarded) !== 0) return forwarded
     }
-    return this.ip
+    // The remote address: not `request.ip`, which reads X-Forwarded-For under trustProxy
+    // (a header this operation reads only when it is the configured proxyHeader).
+    return this.raw.socket?.remoteAddress ?? ''
   })
 
   app.decorateRequest('forwardedIps', function (this: FastifyRequest): string[] {
