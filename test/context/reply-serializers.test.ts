@@ -16,8 +16,9 @@ t.test('json: application/json unless a content type is given; the route respons
     }, async (_request, reply) => reply.json({ id: 1, name: 'n', passwordHash: 'secret' }))
   })
   const plain = await app.inject('/')
-  t.equal(plain.headers['content-type'], 'application/json; charset=utf-8')
+  t.equal(plain.headers['content-type'], 'application/json', 'no charset parameter: RFC 8259 section 11 defines none for application/json')
   t.equal(plain.body, '{"a":1,"b":["x"],"c":null}')
+  t.equal((await app.inject('/string')).headers['content-type'], 'application/json', 'a JSON string too')
   const typed = await app.inject('/typed')
   t.equal(typed.headers['content-type'], 'application/problem+json', 'a given content type is kept as given (no charset added)')
   t.same(typed.json(), { title: 'x' })
@@ -127,12 +128,12 @@ t.test('format: negotiates plain text, <p>html</p> (escaped) or a JSON string on
   const cases: Array<[string | undefined, string, string]> = [
     [undefined, 'text/plain; charset=utf-8', 'Hello <World> & "you"'],
     ['text/html', 'text/html; charset=utf-8', '<p>Hello &lt;World&gt; &amp; &quot;you&quot;</p>'],
-    ['application/json', 'application/json; charset=utf-8', '"Hello <World> & \\"you\\""'],
+    ['application/json', 'application/json', '"Hello <World> & \\"you\\""'],
     ['text/plain', 'text/plain; charset=utf-8', 'Hello <World> & "you"'],
     ['image/png', 'text/plain; charset=utf-8', 'Hello <World> & "you"'],
     ['*/*', 'text/plain; charset=utf-8', 'Hello <World> & "you"'],
     ['text/*', 'text/plain; charset=utf-8', 'Hello <World> & "you"'],
-    ['text/html;q=0.5, application/json;q=0.9', 'application/json; charset=utf-8', '"Hello <World> & \\"you\\""'],
+    ['text/html;q=0.5, application/json;q=0.9', 'application/json', '"Hello <World> & \\"you\\""'],
     ['application/json;q=0, text/html', 'text/html; charset=utf-8', '<p>Hello &lt;World&gt; &amp; &quot;you&quot;</p>'],
     ['text/html, */*;q=0.1', 'text/html; charset=utf-8', '<p>Hello &lt;World&gt; &amp; &quot;you&quot;</p>']
   ]

@@ -39,7 +39,11 @@ declare module 'fastify' {
   }
 }
 
-const JSON_TYPE = 'application/json; charset=utf-8'
+/**
+ * No charset parameter: RFC 8259 section 11 defines none for application/json (JSON text
+ * is UTF-8). The body goes to Fastify as a Buffer, so Fastify adds none either.
+ */
+const JSON_TYPE = 'application/json'
 
 /** An identifier or a dotted path of identifiers, as Express and Fiber accept (ASCII only). */
 const JSONP_CALLBACK = /^[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*$/
