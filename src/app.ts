@@ -65,8 +65,18 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
   const { tracing } = options
   // Admission first: under overload, a request is refused before Fastify sees it (src/lib/admission.ts).
   // Its refusals carry the id Fastify would give the request (genReqId in src/options.ts).
-  const admission = createAdmission({ maxInFlight: config.LOAD_SHED_MAX_IN_FLIGHT, retryAfterSeconds: config.LOAD_SHED_RETRY_AFTER_S, requestId: requestIds(parseTrustProxy(config.TRUST_PROXY)) })
+  const trustProxy = parseTrustProxy(config.TRUST_PROXY)
+  const admission = createAdmission({
+    maxInFlight: config.LOAD_SHED_MAX_IN_FLIGHT,
+    retryAfterSeconds: config.LOAD_SHED_RETRY_AFTER_S,
+    requestId: requestIds(trustProxy),
+    maxInFlightPerClient: config.LOAD_SHED_MAX_IN_FLIGHT_PER_CLIENT,
+    trustProxy,
+    slowWindowMs: config.SLOW_CLIENT_WINDOW_MS,
+    minBytesPerSecond: config.SLOW_CLIENT_MIN_BYTES_PER_S
+  })
   const app = Fastify({ ...serverOptions(config, options.logStream, tracing?.logMixin), serverFactory: admission.serverFactory, ...options.fastify }).withTypeProvider<TypeBoxTypeProvider>()
+  admission.useLogger(app.log)
   // First, so that its span is active in every later hook, handler and query.
   if (tracing) await app.register(tracing.plugin)
   // The API speaks JSON only: without this, Fastify's built-in text/plain parser would

@@ -125,6 +125,21 @@ export const EnvSchema = Type.Object({
    * latency of the requests it serves under overload (bench/README.md, "Load shedding").
    */
   LOAD_SHED_MAX_IN_FLIGHT: Type.Integer({ default: 256, minimum: 0, maximum: 1_000_000 }),
+  /**
+   * Requests in progress one client may hold (its address; behind a TRUSTED proxy the forwarded
+   * one; an IPv6 /64 is one client): past it, 429 TOO_MANY_IN_PROGRESS with Retry-After, while
+   * other clients are still admitted, so one client cannot drain LOAD_SHED_MAX_IN_FLIGHT; 0 = no share.
+   */
+  LOAD_SHED_MAX_IN_FLIGHT_PER_CLIENT: Type.Integer({ default: 32, minimum: 0, maximum: 1_000_000 }),
+  /**
+   * Slow clients (src/lib/admission.ts): in every window of this many ms, a request body must
+   * arrive, and an answer the client holds up must be read, at SLOW_CLIENT_MIN_BYTES_PER_S at
+   * least; below it the body gets 408 BODY_TOO_SLOW, the answer's connection is cut, and the
+   * place is freed. So a client that stops sending or reading holds a place for one window; 0 = never.
+   */
+  SLOW_CLIENT_WINDOW_MS: Type.Integer({ default: 5000, minimum: 0, maximum: 600_000 }),
+  /** The minimum rate of SLOW_CLIENT_WINDOW_MS, bytes per second (1024: a 5 MiB image in under 90 min, an attacker pays 1 KiB/s per place held). */
+  SLOW_CLIENT_MIN_BYTES_PER_S: Type.Integer({ default: 1024, minimum: 1, maximum: 1_073_741_824 }),
   /** Shed load (503 OVERLOADED) while this many queries wait for a database pool connection; 0 = never. */
   LOAD_SHED_MAX_DB_WAITING: Type.Integer({ default: 0, minimum: 0, maximum: 100_000 }),
   /** `Retry-After` (seconds) of a shed request's 503. */

@@ -30,7 +30,10 @@ const REDACTED_PATHS = [
  * How long a client may take, in ms. Node checks the header and request deadlines every
  * `checkInterval` ms, so a stalled client is dropped at most that much later.
  * - headers: from the first byte of a request to the end of its headers (slowloris);
- * - request: from the first byte to the end of the body (a client that stops mid-body);
+ * - request: from the first byte to the end of the body, however fast it comes: the outer
+ *   bound. A body that stops or trickles is cut much earlier by the minimum rate
+ *   (SLOW_CLIENT_*, src/lib/admission.ts), so this one can leave a slow link time for a
+ *   5 MiB image (120 s: 44 KB/s);
  * - keepAlive: how long an idle kept-alive connection stays open between requests
  *   (above the 60 s idle timeout of common load balancers, so they close first);
  * - idle: socket inactivity at any time; 0 leaves it to the three above.
@@ -45,7 +48,7 @@ export interface HttpTimeouts {
 
 export const HTTP_TIMEOUTS: HttpTimeouts = {
   headers: 10_000,
-  request: 30_000,
+  request: 120_000,
   keepAlive: 72_000,
   idle: 0,
   checkInterval: 2_000

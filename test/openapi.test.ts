@@ -5,6 +5,8 @@
  * this file makes it answer: each (route, status) pair has a request below that produces
  * it, and every answer's status is documented.
  */
+import http from 'node:http'
+import net, { type AddressInfo } from 'node:net'
 import { Validator } from '@seriousme/openapi-schema-validator'
 import type { LightMyRequestResponse } from 'fastify'
 import t from 'tap'
@@ -302,6 +304,52 @@ t.test('each route answers every status it documents, and documents every status
   const documented = Object.entries(doc.paths).flatMap(([path, operations]) =>
     Object.entries(operations).map(([method, operation]) => [`${method.toUpperCase()} ${path}`, Object.keys(operation.responses).map(Number).sort()] as const))
   t.same(Object.keys(cases).sort(), documented.map(([route]) => route).sort(), 'a row of requests for every documented route')
+
+  // Two answers come only over a real socket (app.inject skips admission, src/lib/admission.ts):
+  // 429 on every route from a client that already holds its share of requests in progress (one,
+  // a body that never comes), and 408 on every route that reads a body, from a body too slow.
+  const crowded = await build(t, { databaseUrl: app.databaseUrl, env: { LOAD_SHED_MAX_IN_FLIGHT_PER_CLIENT: '1', SLOW_CLIENT_WINDOW_MS: '0' } })
+  const slowApp = await build(t, { databaseUrl: app.databaseUrl, env: { SLOW_CLIENT_WINDOW_MS: '200' } })
+  const crowdedPort = await crowded.listen({ host: '127.0.0.1', port: 0 }).then(() => (crowded.server.address() as AddressInfo).port)
+  const slowPort = await slowApp.listen({ host: '127.0.0.1', port: 0 }).then(() => (slowApp.server.address() as AddressInfo).port)
+  const hold = net.connect(crowdedPort, '127.0.0.1')
+  hold.on('error', () => {})
+  t.teardown(() => { hold.destroy() })
+  hold.write('POST /api/user HTTP/1.1\r\nHost: api\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{')
+  await new Promise((resolve) => setTimeout(resolve, 300))
+  /** One request over a socket, answered as `inject` answers; `body` is sent but never ended when `partial`. */
+  async function overSocket (port: number, method: string, url: string, headers: Record<string, string> = {}, partial?: string): Promise<LightMyRequestResponse> {
+    return await new Promise((resolve, reject) => {
+      const request = http.request({ host: '127.0.0.1', port, method, path: url, headers: partial === undefined ? headers : { 'content-type': 'application/json', ...headers, 'content-length': '100' }, agent: false }, (response) => {
+        const chunks: Buffer[] = []
+        response.on('data', (chunk: Buffer) => chunks.push(chunk))
+        response.on('end', () => {
+          const body = Buffer.concat(chunks).toString('utf8')
+          resolve({ statusCode: response.statusCode ?? 0, headers: response.headers, body, json: () => JSON.parse(body) } as unknown as LightMyRequestResponse)
+        })
+      })
+      request.on('error', reject)
+      if (partial === undefined) request.end()
+      else request.write(partial)
+    })
+  }
+  const slowBodies: Record<string, [url: string, headers?: Record<string, string>]> = {
+    'POST /api/user': ['/api/user'],
+    'POST /api/auth/register': ['/api/auth/register'],
+    'POST /api/auth/login': ['/api/auth/login'],
+    'POST /api/auth/refresh-token': ['/api/auth/refresh-token'],
+    'PATCH /api/user/{id}': [`/api/user/${me.id}`, me.auth],
+    'DELETE /api/user/{id}': [`/api/user/${me.id}`, me.auth],
+    'POST /api/product': ['/api/product', me.auth],
+    'POST /api/product/{id}/image': [`/api/product/${mine}/image`, { ...me.auth, 'content-type': 'multipart/form-data; boundary=b0undary' }]
+  }
+  for (const [route, statuses] of documented) {
+    const [method = '', path = ''] = route.split(' ')
+    const requests = (cases[route] ??= {})
+    if (statuses.includes(429) && requests[429] === undefined) requests[429] = () => overSocket(crowdedPort, method, path.replace(/\{[^}]+\}/g, '1'))
+    const slow = slowBodies[route]
+    if (statuses.includes(408) && slow !== undefined) requests[408] = () => overSocket(slowPort, method, slow[0], slow[1], '-')
+  }
 
   for (const [route, statuses] of documented) {
     const requests = cases[route] ?? {}

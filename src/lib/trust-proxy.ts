@@ -60,3 +60,31 @@ export function trustedPeer (trust: boolean | string[]): (address: string | unde
     return family !== 0 && list.check(address as string, family === 4 ? 'ipv4' : 'ipv6')
   }
 }
+
+/** An IPv4 address written as IPv6 (`::ffff:10.0.0.1`, as a dual-stack socket reports it) as IPv4. */
+function plainAddress (address: string): string {
+  return address.startsWith('::ffff:') && isIP(address.slice(7)) === 4 ? address.slice(7) : address
+}
+
+/**
+ * The client's address of a raw request, as Fastify's `request.ip` reads it under the same
+ * TRUST_PROXY (proxy-addr's rule): the peer, then each `X-Forwarded-For` hop from the right,
+ * while the hop is trusted; the first untrusted one is the client (all trusted: the leftmost).
+ * Admission (src/lib/admission.ts) runs before Fastify builds its request, hence its own copy.
+ */
+export function clientAddressReader (trust: boolean | string[]): (peer: string | undefined, forwardedFor: string | string[] | undefined) => string {
+  if (trust === false) return (peer) => plainAddress(peer ?? '')
+  const trusted = trustedPeer(trust)
+  return (peer, forwardedFor) => {
+    let client = plainAddress(peer ?? '')
+    if (forwardedFor === undefined || !trusted(client)) return client
+    const hops = (Array.isArray(forwardedFor) ? forwardedFor.join(',') : forwardedFor).split(',')
+    for (let i = hops.length - 1; i >= 0; i--) {
+      const hop = plainAddress(hops[i]!.trim())
+      if (hop === '') continue
+      client = hop
+      if (!trusted(hop)) break
+    }
+    return client
+  }
+}

@@ -8,6 +8,8 @@
  * - `http_requests_in_flight`; `http_rate_limited_total{method,route}` (every 429);
  *   `http_load_shed_total{reason}` (503s of the load shedding, src/lib/admission.ts:
  *   `in_flight`, `db_queue`, `event_loop`; refused before routing, so no route label);
+ *   `http_client_limited_total{reason}` (clients refused or cut by admission: `client_share`,
+ *   `body_too_slow`, `read_too_slow`; never labelled by address);
  * - `db_pool_connections{state}`, `db_pool_waiting_clients`, `db_pool_max_connections` (pg's pool);
  * - `password_queue_size`, `password_task_duration_seconds{op}` (bcrypt in piscina, queue
  *   wait included);
@@ -17,7 +19,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client'
 import { sqlPool } from '../db/client.js'
-import { SHED_REASONS, type Admission } from '../lib/admission.js'
+import { LIMIT_REASONS, SHED_REASONS, type Admission } from '../lib/admission.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -70,6 +72,18 @@ async function metricsPlugin (app: FastifyInstance, options: MetricsOptions): Pr
     collect () {
       this.reset()
       for (const reason of SHED_REASONS) this.inc({ reason }, admission.refused[reason])
+    }
+  })
+
+  // eslint-disable-next-line no-new
+  new Counter({
+    name: 'http_client_limited_total',
+    help: 'Clients refused or cut by admission, by reason (client_share: 429 past LOAD_SHED_MAX_IN_FLIGHT_PER_CLIENT; body_too_slow: 408, a body below SLOW_CLIENT_MIN_BYTES_PER_S; read_too_slow: an answer not read at that rate, its connection cut)',
+    labelNames: ['reason'] as const,
+    registers: [registry],
+    collect () {
+      this.reset()
+      for (const reason of LIMIT_REASONS) this.inc({ reason }, admission.limited[reason])
     }
   })
 

@@ -188,7 +188,8 @@ t.test('a client that goes away frees its place', async (t) => {
 })
 
 t.test('LOAD_SHED_MAX_IN_FLIGHT=0: no cap', async (t) => {
-  const app = await listening(t, { LOAD_SHED_MAX_IN_FLIGHT: '0' })
+  // One client here: no share of the cap either.
+  const app = await listening(t, { LOAD_SHED_MAX_IN_FLIGHT: '0', LOAD_SHED_MAX_IN_FLIGHT_PER_CLIENT: '0' })
   const pool = sqlPool(app.prisma)
   const hold = await holdPool(t, app)
   const pending = Array.from({ length: 40 }, async () => await send(app, { path: '/api/product' }))

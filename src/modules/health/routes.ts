@@ -64,7 +64,7 @@ export const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesOptions> = asyn
 
   app.get('/ready', {
     config: { rateLimit: false },
-    schema: { tags: ['health'], summary: 'The database answers and its migrations are applied', response: { 200: Readiness, 503: problem(503) } }
+    schema: { tags: ['health'], summary: 'The database answers and its migrations are applied', response: { 200: Readiness, 429: problem(429), 503: problem(503) } }
   }, async (request) => {
     if (app.draining.active) throw new ServiceUnavailable('The service is shutting down')
     const redis = app.redis === null ? undefined : redisAnswers(app.redis, timeoutMs)
