@@ -23,6 +23,8 @@ export interface Haproxy {
   totals: () => Promise<Map<string, number>>
   /** Requests waiting in the backend's queue for a free server slot now (its `qcur`). */
   queued: () => Promise<number>
+  /** Requests in progress on the servers now (their `scur`, summed): the replica slots held. */
+  current: () => Promise<number>
 }
 
 /** The haproxy binary: on PATH, or where Debian puts it (/usr/sbin, off a non-root PATH). */
@@ -60,11 +62,22 @@ async function stat (socket: string): Promise<Record<string, string>[]> {
   return rows.map((row) => Object.fromEntries(row.split(',').map((value, i) => [names[i] ?? String(i), value])))
 }
 
-export async function startHaproxy (t: Teardown, proxyPort: number, serverPorts: number[]): Promise<Haproxy> {
+/**
+ * @param timeouts shorter deadlines for a test, by the words that precede the value in the
+ *   shipped file (`{ 'timeout client': '3s', 'http-request wait-for-body time': '2s' }`); a
+ *   line that is not there is an error.
+ */
+export async function startHaproxy (t: Teardown, proxyPort: number, serverPorts: number[], timeouts: Record<string, string> = {}): Promise<Haproxy> {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'haproxy-'))
   const socket = path.join(dir, 'admin.sock')
   const file = path.join(dir, 'haproxy.cfg')
-  await writeFile(file, await hostConfig(proxyPort, serverPorts, socket))
+  let config = await hostConfig(proxyPort, serverPorts, socket)
+  for (const [words, value] of Object.entries(timeouts)) {
+    const line = new RegExp(`^(\\s*${words.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}) \\S+$`, 'm')
+    if (!line.test(config)) throw new Error(`deploy/haproxy.cfg has no \`${words} <value>\` line`)
+    config = config.replace(line, `$1 ${value}`)
+  }
+  await writeFile(file, config)
   const check = spawnSync(HAPROXY ?? 'haproxy', ['-c', '-f', file], { encoding: 'utf8' })
   if (check.status !== 0) throw new Error(`haproxy -c refused the configuration:\n${check.stdout}${check.stderr}`)
   const child = spawn(HAPROXY ?? 'haproxy', ['-W', '-db', '-f', file], { stdio: ['ignore', 'pipe', 'pipe'] })
@@ -90,6 +103,7 @@ export async function startHaproxy (t: Teardown, proxyPort: number, serverPorts:
     output: () => text,
     states: async () => new Map((await backend()).map((row) => [row.svname!, row.status!])),
     totals: async () => new Map((await backend()).map((row) => [row.svname!, Number(row.stot)])),
-    queued: async () => Number((await stat(socket)).find((row) => row.pxname === 'api' && row.svname === 'BACKEND')?.qcur ?? Number.NaN)
+    queued: async () => Number((await stat(socket)).find((row) => row.pxname === 'api' && row.svname === 'BACKEND')?.qcur ?? Number.NaN),
+    current: async () => (await backend()).reduce((sum, row) => sum + Number(row.scur), 0)
   }
 }
