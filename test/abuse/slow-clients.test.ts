@@ -79,7 +79,7 @@ async function metric (app: TestApp, line: RegExp): Promise<number> {
   return Number(line.exec(text)?.[1] ?? Number.NaN)
 }
 
-async function until (what: string, check: () => Promise<boolean> | boolean, ms = 15_000): Promise<void> {
+async function until (what: string, check: () => Promise<boolean> | boolean, ms = 30_000): Promise<void> {
   const deadline = Date.now() + ms
   while (!await check()) {
     if (Date.now() > deadline) throw new Error(`timed out waiting for: ${what}`)
@@ -181,7 +181,7 @@ t.test('stalled readers of a multi-MiB image are cut within the window and free 
   const started = Date.now()
   await until('the stalled readers cut', async () => await metric(app, /^http_client_limited_total\{reason="read_too_slow"\} (\d+)$/m) === 40)
   const ms = Date.now() - started
-  t.ok(ms < WINDOW * 3 + 2000, `40 stalled readers cut after ${ms} ms (window ${WINDOW} ms)`)
+  t.ok(ms < WINDOW * 3 + 10_000, `40 stalled readers cut after ${ms} ms (window ${WINDOW} ms)`)
   await until('their places freed', async () => await metric(app, /^http_requests_in_flight (\d+)$/m) <= 2)
 
   for (const c of stalled) c.socket.resume()
@@ -229,7 +229,7 @@ t.test('an upload above the minimum rate succeeds; one below it gets 408 BODY_TO
   t.equal(answer(goodText).status, 201, `the upload above the minimum rate is stored (${goodText.slice(0, 200)})`)
   await bad.closed
   isProblem(t, bad.text(), 408, 'BODY_TOO_SLOW', 'the upload below the minimum')
-  t.ok(Date.now() - bad.started < WINDOW * 2 + 2000, 'cut after about one window')
+  t.ok(Date.now() - bad.started < WINDOW * 2 + 8000, 'cut after about one window, not after the 120 s request deadline')
   t.equal(await metric(app, /^http_client_limited_total\{reason="body_too_slow"\} (\d+)$/m), 1)
   good.socket.destroy()
   await until('places freed', async () => await metric(app, /^http_requests_in_flight (\d+)$/m) === 1)

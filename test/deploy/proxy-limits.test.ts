@@ -91,11 +91,11 @@ t.test('past 64 requests in progress and 256 queued per replica: 503 at once, fr
     socket.write(head + start)
   }
   // The app counts them (and the scrape itself).
-  await until('64 requests in progress in the app', async () => await metric(/^http_requests_in_flight (\d+)$/m) === 65)
+  await until('64 requests in progress in the app', async () => await metric(/^http_requests_in_flight (\d+)$/m) === 65, 30_000)
 
   // 256 more wait in the proxy's queue (from 10 addresses).
   const queued = Array.from({ length: 256 }, async (_, i) => await get(`127.0.2.${1 + (i % 10)}`, '/api/product'))
-  await until('256 requests queued in the proxy', async () => await proxy.queued() >= 256)
+  await until('256 requests queued in the proxy', async () => await proxy.queued() >= 256, 30_000)
   t.equal(await metric(/^http_requests_in_flight (\d+)$/m), 65, 'still 64 in the app: the queue is the proxy\'s')
 
   // The next ones are refused by the proxy at once.

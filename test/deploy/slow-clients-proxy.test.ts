@@ -133,18 +133,18 @@ t.test('readers that stop reading a large image through the proxy: the API cuts 
     return c
   }))
   t.teardown(() => { for (const c of stalled) c.socket.destroy() })
-  await until('48 replica slots held', async () => await proxy.current() >= 48)
+  await until('48 replica slots held', async () => await proxy.current() >= 48, 30_000)
 
   const read = await fetch(`${proxy.url}/api/product?limit=2`)
   t.equal(read.status, 200, 'another client is served meanwhile')
 
   const started = Date.now()
-  await until('the API cut the stalled readers', async () => await metric(app, /^http_client_limited_total\{reason="read_too_slow"\} (\d+)$/m) === 48)
+  await until('the API cut the stalled readers', async () => await metric(app, /^http_client_limited_total\{reason="read_too_slow"\} (\d+)$/m) === 48, 30_000)
   const cut = Date.now() - started
-  t.ok(cut < WINDOW * 3 + 2000, `the API cut all 48 within ${cut} ms (window ${WINDOW} ms)`)
-  await until('the replica slots came back', async () => await proxy.current() === 0)
+  t.ok(cut < WINDOW * 3 + 10_000, `the API cut all 48 within ${cut} ms (window ${WINDOW} ms)`)
+  await until('the replica slots came back', async () => await proxy.current() === 0, 30_000)
   const ms = Date.now() - started
-  t.ok(ms < CLIENT_TIMEOUT + WINDOW * 3 + 3000, `the proxy gave their slots back within ${ms} ms (timeout client ${CLIENT_TIMEOUT} ms)`)
+  t.ok(ms < CLIENT_TIMEOUT + WINDOW * 3 + 10_000, `the proxy gave their slots back within ${ms} ms (timeout client ${CLIENT_TIMEOUT} ms)`)
   for (const c of stalled) c.socket.resume()
   await Promise.all(stalled.map(async (c) => await c.closed))
   t.ok(stalled.every((c) => c.bytes() < image.length), 'each stalled reader got part of the image, then the end of its connection')
