@@ -2,29 +2,38 @@
  * ADMIN_API_KEYS: parsing and the strength every key must have, checked when the
  * configuration loads (src/config.ts), so a weak key stops the service before it starts.
  *
- * A key must be at least 32 characters and carry an estimated 128 bits: its length times
- * the Shannon entropy of its own characters (-sum p log2 p over the characters it uses).
- * This refuses repeated characters (`aaaa...`: 0 bits), short alphabets and words padded
- * to length (`admin-key-...`), and passes the output of `openssl rand -base64 32`
- * (44 characters, about 210 bits by this estimate) and `openssl rand -hex 32` (64, about
- * 240). It cannot tell a random-looking but predictable key (`abcdefgh...` passes):
- * generate keys, never type them.
+ * A key must be at least 32 characters and carry an estimated 128 bits: the lower of two
+ * Shannon sums (-sum p log2 p, times the count): over its characters, and over the steps
+ * between successive characters (the difference of their code points). The first refuses
+ * repeated characters (`aaaa...`: 0 bits), short alphabets and words padded to length
+ * (`admin-key-...`); the second refuses sequences, whose steps repeat even when their
+ * characters do not (`0123456789abcdef0123...`: 128 bits by its characters, 16 by its
+ * steps; `abcdefgh...`, `a1b2c3...`, a keyboard row). The output of `openssl rand -base64 32`
+ * (44 characters) and `openssl rand -hex 32` (64) estimate above 180 bits both ways (the
+ * lowest of 200,000 of each). A predictable key with random-looking characters and steps
+ * still passes: generate keys, never type them.
  */
 
 const MIN_API_KEY_LENGTH = 32
 const MIN_API_KEY_BITS = 128
 
-/** Length times the Shannon entropy (bits per character) of the key's own characters. */
-export function estimatedKeyBits (key: string): number {
-  const chars = [...key]
-  const counts = new Map<string, number>()
-  for (const c of chars) counts.set(c, (counts.get(c) ?? 0) + 1)
-  let perChar = 0
+/** Count times the Shannon entropy (bits per item) of the items' own frequencies. */
+function shannonBits (items: ReadonlyArray<string | number>): number {
+  const counts = new Map<string | number, number>()
+  for (const item of items) counts.set(item, (counts.get(item) ?? 0) + 1)
+  let perItem = 0
   for (const count of counts.values()) {
-    const p = count / chars.length
-    perChar -= p * Math.log2(p)
+    const p = count / items.length
+    perItem -= p * Math.log2(p)
   }
-  return perChar * chars.length
+  return perItem * items.length
+}
+
+/** The key's estimated bits: the lower of its characters' and its steps' Shannon sums. */
+export function estimatedKeyBits (key: string): number {
+  const points = [...key].map((c) => c.codePointAt(0) ?? 0)
+  const steps = points.slice(1).map((point, i) => point - (points[i] ?? 0))
+  return Math.min(shannonBits(points), shannonBits(steps))
 }
 
 /** Why a key is too weak, or undefined when it is strong enough. */
@@ -32,7 +41,7 @@ export function apiKeyWeakness (key: string): string | undefined {
   const length = [...key].length
   if (length < MIN_API_KEY_LENGTH) return `is ${length} characters, shorter than ${MIN_API_KEY_LENGTH}`
   const bits = Math.floor(estimatedKeyBits(key))
-  if (bits < MIN_API_KEY_BITS) return `is too predictable (about ${bits} bits by its character frequencies, at least ${MIN_API_KEY_BITS} needed)`
+  if (bits < MIN_API_KEY_BITS) return `is too predictable (about ${bits} bits by the frequencies of its characters and of the steps between them, at least ${MIN_API_KEY_BITS} needed)`
   return undefined
 }
 
