@@ -1,8 +1,13 @@
 /**
  * The catalogue as CSV (docs/api.md, "CSV"): `GET /api/product` with `Accept: text/csv`.
- * The same page as the JSON answer (`limit` rows after `cursor`, id order), streamed: rows
- * are read in batches of BATCH_ROWS on the pg pool and written through csv-stringify as
- * the client reads, so memory stays flat however large the page.
+ * The same page as the JSON answer (`limit` rows after `cursor`, id order), streamed a batch
+ * at a time on the pg pool (keyset: no cursor, no connection held between batches).
+ *
+ * Memory per connection is bounded whatever the client's reading speed: a batch is cut at
+ * about BATCH_BYTES of CSV (at least one row, at most BATCH_ROWS), turned into CSV text at
+ * once (its rows let go), and the next one is read only when the response has taken that
+ * text (the stream has no buffer of its own: highWaterMark 0). A stalled reader holds one
+ * batch's text and what the kernel buffers, not a batch of rows.
  *
  * Cells: RFC 4180 (CRLF, every string quoted, quotes doubled), UTF-8, a header row. Cells
  * a spreadsheet would run as a formula (starting with = + - @ TAB CR, or their full-width
@@ -12,16 +17,22 @@
  * The page's next cursor cannot go in the body: it goes in a `Link: <...>; rel="next"`
  * header, found before the first byte is sent by one index-only probe query.
  */
-import { Readable, pipeline } from 'node:stream'
-import { stringify } from 'csv-stringify'
+import { Readable } from 'node:stream'
+import { stringify, type Options } from 'csv-stringify/sync'
 import type pg from 'pg'
 
 export const CSV_CONTENT_TYPE = 'text/csv; charset=utf-8; header=present'
 
 export const CSV_COLUMNS = ['id', 'title', 'description', 'amount', 'creatorId', 'createdAt', 'updatedAt', 'imageUrl'] as const
 
-/** Rows per database round trip: large enough to amortise it, small enough to stay cheap in memory. */
+/** CSV bytes per database round trip (about): what a connection holds while its client does not read. */
+export const BATCH_BYTES = 64 * 1024
+
+/** Rows per round trip at most: short rows need no more to amortise it. */
 export const BATCH_ROWS = 500
+
+/** CSV bytes of a row besides its title and description: ids, amount, two dates, the image URL, quotes, commas, CRLF. */
+const ROW_BYTES = 128
 
 export interface CatalogueRow {
   id: number
@@ -34,10 +45,19 @@ export interface CatalogueRow {
   hasImage: boolean
 }
 
+// One batch: among the next $3 rows after $1 (up to the page's last id, $2), those whose
+// running size stays within $4 bytes, and at least one. The sizes come from the values'
+// headers (octet_length does not decompress a TOASTed value); one statement, one snapshot.
 const BATCH_SQL = `
-  SELECT id, title, description, amount, creator_id AS "creatorId", created_at AS "createdAt", updated_at AS "updatedAt",
-         image_key IS NOT NULL AS "hasImage"
-    FROM products WHERE id > $1 AND id <= $2 ORDER BY id LIMIT $3`
+  WITH sizes AS (
+    SELECT id, sum(octet_length(title) + octet_length(description) + ${ROW_BYTES}) OVER (ORDER BY id) AS upto
+      FROM products WHERE id > $1 AND id <= $2 ORDER BY id LIMIT $3
+  ), cut AS (
+    SELECT coalesce(max(id) FILTER (WHERE upto <= $4), min(id)) AS last FROM sizes
+  )
+  SELECT p.id, p.title, p.description, p.amount, p.creator_id AS "creatorId", p.created_at AS "createdAt", p.updated_at AS "updatedAt",
+         p.image_key IS NOT NULL AS "hasImage"
+    FROM products p, cut WHERE p.id > $1 AND p.id <= cut.last ORDER BY p.id`
 
 // The ids of the page's last row and of the one after it, if any (index only).
 const PROBE_SQL = 'SELECT id FROM products WHERE id > $1 ORDER BY id OFFSET $2 LIMIT 2'
@@ -60,6 +80,13 @@ export interface CsvPage {
   nextCursor: number | null
 }
 
+const CSV_OPTIONS: Options = {
+  columns: [...CSV_COLUMNS],
+  record_delimiter: 'windows',
+  quoted_string: true,
+  escape_formulas: true
+}
+
 /**
  * One page of the catalogue as a CSV stream. The first batch is read before this resolves,
  * so an unreachable database is still a 503 in problem details; a failure later can only
@@ -72,29 +99,36 @@ export async function csvPage (pool: pg.Pool, page: { limit: number, cursor?: nu
   const nextCursor = probe.length === 2 ? probe[0]!.id : null
   // Rows inserted while the page streams have larger ids: bounded, the page stays the page.
   const last = probe[0]?.id ?? MAX_ID
-  let remaining = page.limit
-  const first = await query<CatalogueRow>(pool, named('catalogue-batch'), BATCH_SQL, [after, last, Math.min(BATCH_ROWS, remaining)])
+  const batch = async (from: number, rows: number): Promise<CatalogueRow[]> =>
+    await query<CatalogueRow>(pool, named('catalogue-batch'), BATCH_SQL, [from, last, rows, BATCH_BYTES])
+  const first = await batch(after, Math.min(BATCH_ROWS, page.limit))
 
-  async function * rows (): AsyncGenerator<unknown[]> {
-    let batch = first
-    while (batch.length > 0) {
-      for (const row of batch) {
-        yield [row.id, row.title, row.description, row.amount, row.creatorId, row.createdAt.toISOString(), row.updatedAt.toISOString(), row.hasImage ? imageUrl(row.id) : '']
-      }
-      remaining -= batch.length
-      if (remaining <= 0 || batch.length < BATCH_ROWS) return
-      batch = await query<CatalogueRow>(pool, named('catalogue-batch'), BATCH_SQL, [batch[batch.length - 1]!.id, last, Math.min(BATCH_ROWS, remaining)])
+  const text = (rows: CatalogueRow[], header: boolean): Buffer => Buffer.from(stringify(rows.map((row) => [
+    row.id, row.title, row.description, row.amount, row.creatorId, row.createdAt.toISOString(), row.updatedAt.toISOString(), row.hasImage ? imageUrl(row.id) : ''
+  ]), { ...CSV_OPTIONS, header }))
+
+  // `rows` is the generator's own: the first batch is let go with it.
+  async function * chunks (rows: CatalogueRow[]): AsyncGenerator<Buffer> {
+    let remaining = page.limit
+    let header = true
+    while (header || rows.length > 0) {
+      const chunk = text(rows, header)
+      const sent = rows.length
+      const lastSent = rows.at(-1)?.id
+      // No rows are held while the client reads this chunk: only its text (the same Buffer
+      // the response writes).
+      rows = []
+      header = false
+      yield chunk
+      remaining -= sent
+      if (lastSent === undefined || lastSent >= last || remaining <= 0) return
+      // Long rows make short batches: scan a few times the last batch's count, not BATCH_ROWS.
+      rows = await batch(lastSent, Math.min(BATCH_ROWS, remaining, Math.max(16, 4 * sent)))
     }
   }
 
-  const csv = stringify({
-    header: true,
-    columns: [...CSV_COLUMNS],
-    record_delimiter: 'windows',
-    quoted_string: true,
-    escape_formulas: true
-  })
-  // pipeline: a client that goes away stops the reads (the generator is returned).
-  const body = pipeline(Readable.from(rows()), csv, () => {})
+  // highWaterMark 0: the next batch is read when the response has taken the last chunk (its
+  // 'drain'), never ahead. A client that goes away destroys the stream: the generator returns.
+  const body = Readable.from(chunks(first), { objectMode: false, highWaterMark: 0 })
   return { body, nextCursor }
 }
