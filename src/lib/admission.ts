@@ -224,13 +224,9 @@ export function createAdmission (options: AdmissionOptions): Admission {
     warn(log, { client: admitted.client, reason: 'body_too_slow', method: request.method, url: request.url, bytes: received, ms: elapsed }, `request body below ${minRate} bytes/s: cut`)
     // The answer closes the connection: the rest of the body is never read.
     response.shouldKeepAlive = false
-    if (!response.headersSent && request.listenerCount('error') > 0) {
-      request.emit('error', new BodyTooSlowError(`The request body arrived too slowly (${received} bytes in ${(elapsed / 1000).toFixed(1)} s; at least ${minRate} bytes/s is required)`))
-      // Nobody answered (the reader was not the body's): the connection goes anyway.
-      setTimeout(() => { if (!response.writableEnded) socket.destroy() }, 1000).unref()
-    } else {
-      socket.destroy()
-    }
+    request.emit('error', new BodyTooSlowError(`The request body arrived too slowly (${received} bytes in ${(elapsed / 1000).toFixed(1)} s; at least ${minRate} bytes/s is required)`))
+    // Nobody answered (the listener was not the body's reader): the connection goes anyway.
+    setTimeout(() => { if (!response.writableEnded) socket.destroy() }, 1000).unref()
   }
 
   /** Cuts an answer the client does not read at the minimum rate: nobody would read a problem either. */
@@ -275,6 +271,9 @@ export function createAdmission (options: AdmissionOptions): Admission {
       if (elapsed < windowMs) continue
       const moved = bytes - admitted.windowBytes
       if (moved * 1000 < minRate * elapsed) {
+        // Only a body someone waits for is cut (its reader answers the 408); before that the
+        // service is still in its hooks, and the check comes again at the next tick.
+        if (phase === 'body' && request.listenerCount('error') === 0) continue
         if (phase === 'body') cutBody(admitted, moved, elapsed)
         else cutAnswer(admitted, moved, elapsed)
         continue
