@@ -1,8 +1,8 @@
 /**
  * Body limits, enforced before any work: a body over BODY_LIMIT answers 413 as soon as
  * its declared length is known (or, chunked, as soon as it crosses the limit), multipart
- * answers 415 on every route (the service reads JSON only, so the multipart limits on
- * file size, file count and field count are all zero), and a compressed body answers 415
+ * answers 415 on every JSON route (only the image upload reads it: body-types.test.ts),
+ * and a compressed body answers 415
  * without being decompressed (no decompression bomb). Malformed HTTP, oversized headers
  * and request smuggling are refused in problem details, and the server keeps serving.
  */
@@ -73,7 +73,7 @@ t.test('413 before the body is read (real socket)', async (t) => {
   chunked.socket.destroy()
 })
 
-t.test('multipart: 415 on every route that takes a body', async (t) => {
+t.test('multipart: 415 on every JSON route', async (t) => {
   const app = await build(t)
   const me = await registerAndLogin(app)
   const boundary = '----fuzzboundary'

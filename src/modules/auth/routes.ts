@@ -41,6 +41,7 @@ export const authRoutes: FastifyPluginAsyncTypebox<AuthRoutesOptions> = async (a
         summary: 'Log in with username (or e-mail) and password; starts a session',
         description: 'JSON or an HTML form (`application/x-www-form-urlencoded`). Token mode (JSON\'s default) returns the access and refresh tokens; ' +
           'cookie mode (forms\' default, or `"mode": "cookie"`) sets them as HttpOnly cookies instead. A browser request from another origin is refused (403 `CSRF_REJECTED`).',
+        consumes: ['application/json', FORM],
         body: LoginBody,
         response: { 200: SessionResult, ...problems(400, 401, 403, 413, 415, 429) }
       }
