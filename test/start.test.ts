@@ -65,6 +65,36 @@ t.test('a server killed with SIGKILL leaves its PostgreSQL running: the next sta
   t.equal((await second.exited).code, 0, 'and the restarted server closes cleanly')
 })
 
+t.test('a second start on the folder of a running server leaves its PostgreSQL alone and stops, naming that server', { timeout: 240_000 }, async (t) => {
+  const dir = await openFolder(t)
+  const env = { EMBEDDED_DB_DIR: path.join(dir, 'pg') }
+  const first = await spawnServer(t, env, 120_000)
+  const postmaster = Number((await readFile(path.join(dir, 'pg', 'postmaster.pid'), 'utf8')).split('\n')[0])
+
+  // `npm start` typed twice: the same folder, the same port.
+  const { code, output } = await runToExit(['src/server.ts'], { ...SERVER_ENV, ...env, PORT: new URL(first.url).port })
+  t.equal(code, 78, 'the configuration exit')
+  t.match(output, new RegExp(`belongs to a server that is still running: pid ${first.child.pid}`), 'names the running server')
+  t.notMatch(output, /left running by an earlier run|EADDRINUSE|\n\s+at /, 'stopped nothing, no stack trace')
+  t.doesNotThrow(() => process.kill(postmaster, 0), 'the first server\'s PostgreSQL still runs')
+
+  const ready = await call(first.url, 'GET', '/health/ready')
+  t.ok(isAnswer(ready) && ready.status === 200, 'the first server is still ready')
+  const user = { username: `second_${process.pid}`, email: `second_${process.pid}@example.com`, password: 'a second start' }
+  const created = await call(first.url, 'POST', '/api/auth/register', { body: user })
+  t.ok(isAnswer(created) && created.status === 201, 'and writes to its database')
+  first.child.kill('SIGTERM')
+  t.equal((await first.exited).code, 0, 'the first server closes cleanly')
+  await t.rejects(readFile(path.join(dir, 'pg', '.app-owner')), { code: 'ENOENT' }, 'and gives the folder up')
+
+  // The folder is free again: the next start takes it.
+  const next = await spawnServer(t, env, 120_000)
+  const login = await call(next.url, 'POST', '/api/auth/login', { body: { username: user.username, password: user.password } })
+  t.ok(isAnswer(login) && login.status === 200, 'the next start serves the same data')
+  next.child.kill('SIGTERM')
+  await next.exited
+})
+
 t.test('the embedded superuser has a random password kept with the data (mode 0600), not postgres/postgres', { timeout: 240_000 }, async (t) => {
   const dir = await openFolder(t)
   const dataDir = path.join(dir, 'pg')

@@ -7,8 +7,10 @@
  * Sturdiness (docs/database.md, "The embedded database"):
  * - its superuser password is random, kept in `<data folder>/.app-password` (mode 0600):
  *   the loopback TCP port is reachable by every local user;
- * - a postmaster left running by a process killed with SIGKILL is stopped (fast shutdown,
- *   nothing lost) before the new one starts;
+ * - the process that started the PostgreSQL of a data folder is recorded in it
+ *   (`.app-owner`: its pid and start time). A postmaster whose owner is gone (killed with
+ *   SIGKILL) is stopped (fast shutdown, nothing lost) before the new one starts; one whose
+ *   owner still runs is left alone, and this start stops with a line naming that owner;
  * - as root, a folder the `postgres` user cannot enter stops the start with one line that
  *   says what to do, instead of an EACCES from a spawned initdb.
  */
@@ -45,6 +47,7 @@ export interface EmbeddedOptions {
 }
 
 const PASSWORD_FILE = '.app-password'
+const OWNER_FILE = '.app-owner'
 
 export interface EmbeddedDatabase {
   url: string
@@ -119,6 +122,8 @@ export async function startEmbeddedPostgres (options: EmbeddedOptions): Promise<
     await chown(dataDir, uid, gid)
   }
   await server.start().catch((error: unknown) => { throw failure('start', error) })
+  const owner = path.join(dataDir, OWNER_FILE)
+  await writeFile(owner, `${await processIdentity(process.pid) ?? process.pid}\n`)
 
   let finalPassword = password ?? 'postgres'
   if (options.password === undefined && (!initialised || password === undefined)) {
@@ -143,6 +148,7 @@ export async function startEmbeddedPostgres (options: EmbeddedOptions): Promise<
       if (stopped) return
       stopped = true
       await server.stop()
+      await rm(owner, { force: true })
       if (options.ephemeral) await rm(dataDir, { recursive: true, force: true })
     }
   }
@@ -215,9 +221,21 @@ async function assertReachableByPostgres (folders: string[]): Promise<void> {
 }
 
 /**
- * A postmaster of this data folder still running (its parent was killed with SIGKILL, so
- * nothing stopped it) holds the folder's lock: stop it with a fast shutdown (a clean
- * checkpoint, nothing committed is lost) and wait for it to exit.
+ * A process as `pid starttime` (field 22 of /proc/<pid>/stat): a pid reused by another
+ * process has another start time. Without /proc, the pid alone. Undefined when it is gone.
+ */
+async function processIdentity (pid: number): Promise<string | undefined> {
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => undefined)
+  if (stat === undefined) return alive(pid) ? String(pid) : undefined
+  return `${pid} ${stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19] ?? ''}`
+}
+
+/**
+ * A postmaster of this data folder still running holds the folder's lock. When the process
+ * that started it still runs (a server on this folder), it is that server's database: this
+ * start stops, naming it. When that process is gone (killed with SIGKILL, so nothing stopped
+ * the postmaster), stop it with a fast shutdown (a clean checkpoint, nothing committed is
+ * lost) and wait for it to exit.
  */
 async function stopStalePostmaster (dataDir: string, log: (message: string) => void): Promise<void> {
   const pidFile = path.join(dataDir, 'postmaster.pid')
@@ -226,6 +244,15 @@ async function stopStalePostmaster (dataDir: string, log: (message: string) => v
   if (!Number.isSafeInteger(pid) || pid <= 0) return
   const command = await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '')
   if (!alive(pid) || !command.includes('postgres')) return // stale file: PostgreSQL handles it
+  const recorded = (await readFile(path.join(dataDir, OWNER_FILE), 'utf8').catch(() => '')).trim()
+  const ownerPid = Number(recorded.split(' ')[0])
+  if (Number.isSafeInteger(ownerPid) && ownerPid > 0 && await processIdentity(ownerPid) === recorded) {
+    const ownerCommand = (await readFile(`/proc/${ownerPid}/cmdline`, 'utf8').catch(() => '')).split('\0').join(' ').trim()
+    throw new EmbeddedDatabaseError(
+      `The embedded PostgreSQL in ${dataDir} (pid ${pid}) belongs to a server that is still running: pid ${ownerPid}${ownerCommand === '' ? '' : ` (${ownerCommand})`}. ` +
+      'Stop that server first, or give this one another EMBEDDED_DB_DIR (or a DATABASE_URL).'
+    )
+  }
   log(`A PostgreSQL left running by an earlier run (pid ${pid}) holds ${dataDir}: stopping it first`)
   process.kill(pid, 'SIGINT')
   for (let waited = 0; alive(pid); waited += 100) {
