@@ -50,7 +50,10 @@ t.test('rolling restart behind HAProxy: 0 failed requests, 0 lost writes', { ski
     SHUTDOWN_GRACE_MS: '15000',
     REDIS_URL: 'redis://127.0.0.1:6379',
     REDIS_KEY_PREFIX: prefix,
-    LOGIN_FAILURES_MAX: String(LOGIN_FAILURES_MAX)
+    LOGIN_FAILURES_MAX: String(LOGIN_FAILURES_MAX),
+    // One user writes for the whole run (over 1,000 products in 50 s): the restart, not the
+    // per-user quota, is what this test is about.
+    PRODUCTS_MAX_PER_USER: '1000000'
   }
   const ports = await Promise.all(Array.from({ length: REPLICAS }, async () => await freePort()))
   const servers: ServerProcess[] = await Promise.all(ports.map(async (port) => await spawnServer(t, { ...env, PORT: String(port) }, 120_000)))
