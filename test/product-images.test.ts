@@ -75,8 +75,8 @@ function multipart (parts: Part[], boundary = '----imgtest7MA4YWxk'): { body: Bu
 
 interface Ctx { app: TestApp, base: string, uploads: string, me: Session, other: Session }
 
-async function setup (t: { teardown: (fn: () => unknown) => void }): Promise<Ctx> {
-  const app = await build(t, { env: { IMAGE_MAX_BYTES: String(MAX) } })
+async function setup (t: { teardown: (fn: () => unknown) => void }, env: Record<string, string> = {}): Promise<Ctx> {
+  const app = await build(t, { env: { IMAGE_MAX_BYTES: String(MAX), ...env } })
   const base = await app.listen({ host: '127.0.0.1', port: 0 })
   const me = await registerAndLogin(app)
   const other = await registerAndLogin(app)
@@ -405,4 +405,97 @@ t.test('an image replaced twice within one second: Last-Modified never names two
   const again = await get(url, { 'if-modified-since': before })
   t.equal(again.status, 200, 'removed and uploaded again: not "not modified" against the removed image\'s date')
   t.same(again.body, versions[0])
+})
+
+/** Reads one HTTP/1.1 answer (headers and a Content-Length body) off a raw socket; also when it arrived. */
+function answerOn (socket: net.Socket): Promise<{ status: number, headers: string, body: string, at: number }> {
+  return new Promise((resolve, reject) => {
+    let data = Buffer.alloc(0)
+    const onData = (chunk: Buffer): void => {
+      data = Buffer.concat([data, chunk])
+      const end = data.indexOf('\r\n\r\n')
+      if (end === -1) return
+      const headers = data.subarray(0, end).toString('latin1')
+      const length = Number(/^content-length: *(\d+)/im.exec(headers)?.[1] ?? 0)
+      if (data.length < end + 4 + length) return
+      socket.off('data', onData)
+      socket.off('close', onClose)
+      resolve({ status: Number(headers.slice(9, 12)), headers, body: data.subarray(end + 4, end + 4 + length).toString('utf8'), at: Date.now() })
+    }
+    const onClose = (): void => reject(new Error(`closed before an answer: ${data.toString('latin1').slice(0, 200)}`))
+    socket.on('data', onData)
+    socket.once('close', onClose)
+  })
+}
+
+t.test('a refused upload with a small body: the body is read to its end first, so every client reads the 415 (and the connection stays)', async (t) => {
+  const id = await newProduct(ctx.app, ctx.me)
+  // The issue's client: Node's fetch with FormData, 20 times, a 50 KB text file named .png.
+  const statuses: string[] = []
+  for (let i = 0; i < 20; i++) {
+    const form = new FormData()
+    form.append('image', new Blob([Buffer.alloc(50_000, 'not an image ')], { type: 'image/png' }), 'cat.png')
+    try {
+      const res = await fetch(`${ctx.base}/api/product/${id}/image`, { method: 'POST', headers: ctx.me.auth, body: form })
+      const body = await res.json() as { code?: string }
+      statuses.push(`${res.status} ${body.code} ${res.headers.get('connection')}`)
+    } catch (error) {
+      statuses.push(`${String(error)} ${String((error as { cause?: { code?: string } }).cause?.code)}`)
+    }
+  }
+  t.same(statuses, Array(20).fill('415 UNSUPPORTED_IMAGE_TYPE keep-alive'), 'fetch + FormData, 20 times: the 415 problem every time, the connection kept')
+
+  // Deterministic: the first bytes (no image), a pause, then the rest. The answer waits for
+  // the rest; then the same connection serves another request.
+  const { body, type } = multipart([{ filename: 'cat.png', type: 'image/png', data: Buffer.alloc(50_000, 'text ') }])
+  const socket = net.connect(Number(new URL(ctx.base).port), '127.0.0.1')
+  socket.on('error', () => {})
+  t.teardown(() => { socket.destroy() })
+  await new Promise((resolve) => socket.once('connect', resolve))
+  const first = answerOn(socket)
+  socket.write(`POST /api/product/${id}/image HTTP/1.1\r\nHost: x\r\nAuthorization: ${ctx.me.auth.authorization}\r\nContent-Type: ${type}\r\nContent-Length: ${body.length}\r\n\r\n`)
+  socket.write(body.subarray(0, 2000))
+  const early = await Promise.race([first.then(() => 'answered'), new Promise((resolve) => setTimeout(() => resolve('waiting'), 500))])
+  t.equal(early, 'waiting', 'no answer while the (small) body is still coming')
+  const restSent = Date.now()
+  socket.write(body.subarray(2000))
+  const answer = await first
+  t.equal(answer.status, 415, 'then the 415')
+  t.ok(answer.at >= restSent, 'after the rest of the body')
+  t.equal(JSON.parse(answer.body).code, 'UNSUPPORTED_IMAGE_TYPE')
+  t.notMatch(answer.headers, /^connection: *close/im, 'no Connection: close')
+  const second = answerOn(socket)
+  socket.write(`GET /api/product/${id} HTTP/1.1\r\nHost: x\r\n\r\n`)
+  t.equal((await second).status, 200, 'the connection serves the next request')
+})
+
+t.test('a refused upload with a large or stalled body is answered without reading it and the connection closed', async (t) => {
+  // BODY_LIMIT under the image route's limit (IMAGE_MAX_BYTES + 64 KiB): a body between the
+  // two is one the route takes but the service does not read only to refuse it.
+  const small = await setup(t, { BODY_LIMIT: '10000' })
+  const id = await newProduct(small.app, small.me)
+  const send = async (declared: number, sent: Buffer, type: string): Promise<Awaited<ReturnType<typeof answerOn>> & { closed: Promise<void> }> => {
+    const socket = net.connect(Number(new URL(small.base).port), '127.0.0.1')
+    socket.on('error', () => {})
+    t.teardown(() => { socket.destroy() })
+    await new Promise((resolve) => socket.once('connect', resolve))
+    const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()))
+    const answer = answerOn(socket)
+    socket.write(`POST /api/product/${id}/image HTTP/1.1\r\nHost: x\r\nAuthorization: ${small.me.auth.authorization}\r\nContent-Type: ${type}\r\nContent-Length: ${declared}\r\n\r\n`)
+    socket.write(sent)
+    return { ...await answer, closed }
+  }
+  const { body, type } = multipart([{ filename: 'cat.png', type: 'image/png', data: Buffer.alloc(2000, 'text ') }])
+  // Past what is worth reading (under the route's limit, so not a 413): not read, closed.
+  const big = await send(MAX + 60_000, body.subarray(0, 1500), type)
+  t.equal(big.status, 415, `a body of ${MAX + 60_000} bytes declared (BODY_LIMIT 10000): 415 at once`)
+  t.match(big.headers, /^connection: *close/im, 'Connection: close')
+  await big.closed
+  // A small body that stops coming: answered after a bounded wait, and closed.
+  const started = Date.now()
+  const stalled = await send(body.length, body.subarray(0, 1500), type)
+  t.equal(stalled.status, 415, 'a small body that stalls: 415')
+  t.ok(Date.now() - started < 15_000, `within a bounded wait (${Date.now() - started} ms)`)
+  t.match(stalled.headers, /^connection: *close/im, 'Connection: close')
+  await stalled.closed
 })

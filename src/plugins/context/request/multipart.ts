@@ -7,13 +7,18 @@
  * - errors of the multipart parser that carry no status (busboy's: a truncated body, no
  *   boundary, a malformed part header) become MalformedMultipartError (400) instead of 500s;
  * - temp files of `formFile()` / `multipartForm()` are removed when the response ends;
- * - a reply sent while the body was not read to its end closes the connection, so the rest of
- *   an upload is never read (formFile(key) stops at the part it needs).
+ * - a reply sent while the body was not read to its end (a refusal, or formFile(key), which
+ *   stops at the part it needs) first reads and drops the rest when it is small (a declared
+ *   Content-Length within the route's bodyLimit and the server's, arriving within
+ *   DRAIN_MAX_MS): a client still sending then reads the answer, where a close under its
+ *   feet can cost it the answer (EPIPE / ECONNRESET). Otherwise the reply closes the
+ *   connection, so the rest of a large upload is never read.
  *
  * `request.parts` is wrapped per multipart request (an own property over the decorator); code
  * that calls @fastify/multipart's `request.file()` / `files()` directly gets the Content-Length
  * check only.
  */
+import type { IncomingMessage } from 'node:http'
 import type { Readable } from 'node:stream'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { MalformedMultipartError, MultipartTooLargeError } from './errors.js'
@@ -40,6 +45,33 @@ export function isMultipartRequest (request: FastifyRequest): boolean {
 
 export function bodyLimitOf (request: FastifyRequest): number {
   return request.routeOptions.bodyLimit ?? request.server.initialConfig.bodyLimit ?? 1048576
+}
+
+/** How long the rest of a small unread body may take to arrive before the answer goes out with `Connection: close`. */
+export const DRAIN_MAX_MS = 2000
+
+/**
+ * Reads and drops the rest of a request body that is small enough (a Content-Length of at
+ * most `limit`) within DRAIN_MAX_MS; true when the body has then been received whole.
+ */
+async function drained (raw: IncomingMessage, limit: number): Promise<boolean> {
+  if (raw.complete) return true
+  const length = Number(raw.headers['content-length'])
+  if (!Number.isSafeInteger(length) || length > limit || raw.destroyed) return false
+  return await new Promise((resolve) => {
+    const done = (): void => {
+      clearTimeout(timer)
+      raw.off('end', done)
+      raw.off('close', done)
+      resolve(raw.complete)
+    }
+    const timer = setTimeout(done, DRAIN_MAX_MS)
+    raw.once('end', done)
+    raw.once('close', done)
+    // The parser may still be piped, or stopped: unpiped, the bytes are read and dropped.
+    raw.unpipe()
+    raw.resume()
+  })
 }
 
 /** A multipart parser error as a client error: its own 4xx when it has one, else a 400. */
@@ -142,7 +174,12 @@ export function registerMultipartGuards (app: FastifyInstance): void {
 
   app.addHook('onSend', function (request, reply, payload, done) {
     // HTTP/1 only: HTTP/2 has no Connection header (its stream is reset instead).
-    if (request[kState]?.multipartUnfinished === true && request.raw.httpVersionMajor === 1) reply.header('connection', 'close')
-    done(null, payload)
+    if (request[kState]?.multipartUnfinished !== true || request.raw.httpVersionMajor !== 1) return done(null, payload)
+    // A body within the route's limit and the server's (what any request may make it read).
+    const limit = Math.min(bodyLimitOf(request), request.server.initialConfig.bodyLimit ?? 1048576)
+    void drained(request.raw, limit).then((whole) => {
+      if (!whole) reply.header('connection', 'close')
+      done(null, payload)
+    })
   })
 }
