@@ -17,6 +17,8 @@ import { parseTrustProxy } from './lib/trust-proxy.js'
 
 /** A duration as `ms` reads it: a number with ms, s, m, h or d (no unit: ms). */
 const DURATION = '^[0-9]+(ms|s|m|h|d)?$'
+/** The embedded PostgreSQL's data folder unless set (as root in a private folder it moves: src/db/open.ts). */
+export const EMBEDDED_DB_DIR_DEFAULT = '.data/postgres'
 
 export const EnvSchema = Type.Object({
   NODE_ENV: Type.Union([Type.Literal('development'), Type.Literal('production'), Type.Literal('test')], { default: 'development' }),
@@ -55,7 +57,7 @@ export const EnvSchema = Type.Object({
   HEALTH_READY_TIMEOUT_MS: Type.Integer({ default: 1500, minimum: 100, maximum: 60_000 }),
 
   /** Data folder of the embedded PostgreSQL (kept between runs, git-ignored). */
-  EMBEDDED_DB_DIR: Type.String({ default: '.data/postgres' }),
+  EMBEDDED_DB_DIR: Type.String({ default: EMBEDDED_DB_DIR_DEFAULT }),
   /** Port of the embedded PostgreSQL; 0 picks a free one. */
   EMBEDDED_DB_PORT: Type.Integer({ default: 0, minimum: 0, maximum: 65535 }),
   /** Apply pending migrations at start (the one migration path, also in the container). */

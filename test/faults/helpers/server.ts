@@ -40,9 +40,10 @@ export const SERVER_ENV: Record<string, string> = {
   MAX_EVENT_LOOP_DELAY_MS: '0'
 }
 
-export async function spawnServer (t: Teardown, env: Record<string, string>, startTimeoutMs = 60_000): Promise<ServerProcess> {
+/** `cwd`: the project folder the server runs in (another checkout). */
+export async function spawnServer (t: Teardown, env: Record<string, string>, startTimeoutMs = 60_000, cwd = root): Promise<ServerProcess> {
   const child = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], {
-    cwd: root,
+    cwd,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', ...SERVER_ENV, ...env },
     stdio: ['ignore', 'pipe', 'pipe']
   })
