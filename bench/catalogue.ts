@@ -21,17 +21,16 @@
  *   CATALOGUE_IMAGE_KB=100, CATALOGUE_WRITE=0 (print only)
  *   DATABASE_URL=postgresql://...          a fresh database on that server
  */
-import { randomBytes } from 'node:crypto'
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { performance } from 'node:perf_hooks'
-import zlib from 'node:zlib'
 import type autocannon from 'autocannon'
 import pg from 'pg'
 import { benchDatabase } from './lib/database.js'
 import { load, settle, type LoadFigures } from './lib/load.js'
 import { describeMachine, formatLoad, machine } from './lib/machine.js'
+import { noisePng } from './lib/png.js'
 import { ROOT, startServer } from './lib/processes.js'
 import { formatMs, formatRps, markdownTable, median, medianFigures, percent, writeSection } from './lib/report.js'
 import { serviceEnv, userPool } from './lib/service.js'
@@ -53,28 +52,6 @@ for (const [name, value] of Object.entries({ SECONDS, PASSES, EXPORTS, ROWS, IMA
     console.error(`CATALOGUE_${name} must be a positive integer`)
     process.exit(2)
   }
-}
-
-/** A real PNG of random RGB pixels, about `kb` KB (random pixels do not compress). */
-function noisePng (kb: number): Buffer {
-  const side = Math.max(1, Math.round(Math.sqrt(kb * 1024 / 3)))
-  const chunk = (type: string, data: Buffer): Buffer => {
-    const head = Buffer.alloc(4)
-    head.writeUInt32BE(data.length)
-    const body = Buffer.concat([Buffer.from(type, 'ascii'), data])
-    const crc = Buffer.alloc(4)
-    crc.writeUInt32BE(zlib.crc32(body))
-    return Buffer.concat([head, body, crc])
-  }
-  const ihdr = Buffer.alloc(13)
-  ihdr.writeUInt32BE(side, 0)
-  ihdr.writeUInt32BE(side, 4)
-  ihdr.set([8, 2, 0, 0, 0], 8) // 8 bits, RGB, deflate, no filter method choice, no interlace
-  const rows = Buffer.concat(Array.from({ length: side }, () => Buffer.concat([Buffer.from([0]), randomBytes(side * 3)])))
-  return Buffer.concat([
-    Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]),
-    chunk('IHDR', ihdr), chunk('IDAT', zlib.deflateSync(rows)), chunk('IEND', Buffer.alloc(0))
-  ])
 }
 
 /** Products for the export, one statement: ids 1..rows after whatever the table holds. */

@@ -65,6 +65,11 @@ export interface OpenLoopOptions {
   tickMs?: number
   /** openLoop() only: pin the generator's process to this CPU with taskset, if present. */
   cpu?: number
+  /**
+   * Local addresses the connections come from, in turn (loopback: any 127.x.y.z), so that the
+   * load is several clients to per-address limits; the system's choice when absent.
+   */
+  localAddresses?: string[]
 }
 
 export interface OpenLoopResult {
@@ -312,6 +317,8 @@ export async function runOpenLoop (options: OpenLoopOptions): Promise<OpenLoopRe
   if (target.protocol !== 'http:') throw new Error('openLoop: http: only')
   const host = target.hostname.replace(/^\[|\]$/g, '')
   const port = Number(target.port || 80)
+  const localAddresses = options.localAddresses ?? []
+  let localTurn = 0
 
   const total = Math.round(rate * seconds)
   const interval = 1000 / rate
@@ -406,6 +413,7 @@ export async function runOpenLoop (options: OpenLoopOptions): Promise<OpenLoopRe
     c.socket = net.connect({
       host,
       port,
+      ...(localAddresses.length > 0 ? { localAddress: localAddresses[localTurn++ % localAddresses.length] } : {}),
       onread: {
         buffer: readBuffer,
         callback: (nread: number, buffer: Uint8Array): boolean => {

@@ -35,9 +35,9 @@ export function haproxyMissing (): string | undefined {
   return HAPROXY !== undefined ? undefined : 'no `haproxy` (Debian: apt-get install haproxy; .ci/run installs it)'
 }
 
-/** deploy/haproxy.cfg for local servers. */
-export async function hostConfig (proxyPort: number, serverPorts: number[], socket: string): Promise<string> {
-  const text = await readFile(path.join(PROJECT_ROOT, 'deploy', 'haproxy.cfg'), 'utf8')
+/** deploy/haproxy.cfg (or `text`, another version of it) for local servers. */
+export async function hostConfig (proxyPort: number, serverPorts: number[], socket: string, text?: string): Promise<string> {
+  text ??= await readFile(path.join(PROJECT_ROOT, 'deploy', 'haproxy.cfg'), 'utf8')
   const lines = text.split('\n').filter((line) => !/#\s*docker\s*$/.test(line))
   const out = lines.join('\n')
     .replace(/^(global\n)/m, `$1  stats socket ${socket} mode 600 level admin\n`)
