@@ -175,11 +175,14 @@ export function registerMultipartGuards (app: FastifyInstance): void {
   app.addHook('onSend', function (request, reply, payload, done) {
     // HTTP/1 only: HTTP/2 has no Connection header (its stream is reset instead).
     if (request[kState]?.multipartUnfinished !== true || request.raw.httpVersionMajor !== 1) return done(null, payload)
+    // The connection closes after this answer anyway (the client asked for it, or the server
+    // gave up on the body, e.g. one arriving too slowly): nothing to drain, answer at once.
+    if (!reply.raw.shouldKeepAlive) return done(null, payload)
     // A body within the route's limit and the server's (what any request may make it read).
     const limit = Math.min(bodyLimitOf(request), request.server.initialConfig.bodyLimit ?? 1048576)
-    void drained(request.raw, limit).then((whole) => {
+    drained(request.raw, limit).then((whole) => {
       if (!whole) reply.header('connection', 'close')
       done(null, payload)
-    })
+    }, done)
   })
 }
