@@ -5,7 +5,9 @@
  * and 10 concurrent `PATCH /api/user/:id` race it too. A request whose user is gone answers
  * 401 (the token no longer names a user) or 404, never 500 (the product insert used to
  * fail on the foreign key, P2003 / SQLSTATE 23503), and nothing is left half-written:
- * the database holds no product of the deleted user.
+ * the database holds no product of the deleted user. A login whose password was checked just
+ * before its user was deleted answers 401 and writes no session (its insert used to fail on
+ * the foreign key: 500).
  */
 import t, { type Test } from 'tap'
 import { build, registerAndLogin, TEST_ENV, type TestApp } from '../helpers/build.js'
@@ -64,4 +66,35 @@ t.test('deleting a user while their requests are in flight: 401 or 404, never 50
   const base = await app.listen({ port: 0, host: '127.0.0.1' })
   t.test('the user deletes themself', async (t) => { await race(t, app, base, sql, 'user') })
   t.test('an admin deletes the user', async (t) => { await race(t, app, base, sql, 'admin') })
+})
+
+t.test('a login whose user is deleted after its password was checked: 401, never 500, no session written', async (t) => {
+  const app = await build(t, { env: { LOGIN_FAILURES_MAX: '1000' } })
+  const sql = await sqlClient(t, app.databaseUrl)
+  const deleter = await sqlClient(t, app.databaseUrl)
+  const base = await app.listen({ port: 0, host: '127.0.0.1' })
+  const me = await registerAndLogin(app)
+  // The deletion holds the user's row (uncommitted) while the logins check the password (they
+  // still see the row) and then wait to lock it for their session; it commits once they wait.
+  await deleter.query('BEGIN')
+  await deleter.query('DELETE FROM users WHERE id = $1', [me.id])
+  const logins = Array.from({ length: 5 }, async () => await call(base, 'POST', '/api/auth/login', { body: { username: me.username, password: me.password } }))
+  const deadline = Date.now() + 30_000
+  for (;;) {
+    const { rows: [waiting] } = await sql.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()")
+    if (waiting.n >= 5) break
+    if (Date.now() > deadline) throw new Error(`the logins never waited for the user's row (${waiting.n} waiting)`)
+    await new Promise((resolve) => setTimeout(resolve, 20))
+  }
+  await deleter.query('COMMIT')
+  for (const a of await Promise.all(logins)) {
+    if (!('status' in a)) {
+      t.fail(`network failure: ${a.error}`)
+      continue
+    }
+    t.equal(a.status, 401, `login after the deletion: 401 (${a.body.slice(0, 200)})`)
+    t.match(a.headers.get('content-type'), /^application\/problem\+json/, 'problem details')
+  }
+  const { rows: [left] } = await sql.query('SELECT count(*)::int AS n FROM sessions WHERE user_id = $1', [me.id])
+  t.equal(left.n, 0, 'no session of the deleted user')
 })

@@ -98,15 +98,18 @@ export function sessionsRepository (prisma: PrismaClient, limits: SessionLimits)
   return {
     /**
      * Starts a session for the user with its first refresh token (by digest); returns the
-     * session id. Past `sessionsMax` live sessions, the least recently used one ends.
+     * session id, or undefined when the user no longer exists. Past `sessionsMax` live
+     * sessions, the least recently used one ends.
      */
-    async create (user: { id: number, tokenVersion: number }, refreshHash: Buffer, expiresAt: Date): Promise<string> {
+    async create (user: { id: number, tokenVersion: number }, refreshHash: Buffer, expiresAt: Date): Promise<string | undefined> {
       const id = randomUUID()
-      await transaction(pool, 'session-create', async (client) => {
-        await query(client, 'session-user-lock', LOCK_USER_SQL, [user.id], prepare)
+      return await transaction(pool, 'session-create', async (client) => {
+        // Deleted since its password was checked: no session (not a foreign-key error, a 500).
+        const { rowCount } = await query(client, 'session-user-lock', LOCK_USER_SQL, [user.id], prepare)
+        if (rowCount === 0) return undefined
         await query(client, 'session-create', CREATE_SQL, [id, user.id, user.tokenVersion, refreshHash, expiresAt, sessionsMax], prepare)
+        return id
       })
-      return id
     },
 
     /**

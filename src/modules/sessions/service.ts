@@ -5,6 +5,7 @@
  * every request (src/plugins/authentication.ts), so revocation is immediate.
  */
 import type { JWT } from '@fastify/jwt'
+import { Unauthorized } from '../../lib/problem.js'
 import { InvalidRefreshToken, RefreshTokenReused, RefreshTooSoon } from './errors.js'
 import type { SessionsRepository } from './repository.js'
 import { hashRefreshToken, isRefreshTokenShaped, newRefreshToken } from './tokens.js'
@@ -48,6 +49,8 @@ export function sessionsService (options: SessionsServiceDependencies) {
       const refresh = newRefreshToken()
       const expiresAt = new Date(Date.now() + options.refreshTtlMs)
       const sessionId = await sessions.create(user, refresh.hash, expiresAt)
+      // The account was deleted while its password was being checked.
+      if (sessionId === undefined) throw new Unauthorized('The user no longer exists')
       return await issue(sessionId, user, refresh, expiresAt)
     },
 
