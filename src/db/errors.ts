@@ -76,18 +76,6 @@ export function classifyDatabaseError (error: unknown): Classified | undefined {
   return undefined
 }
 
-/**
- * A foreign-key violation (Prisma P2003, SQLSTATE 23503): the row an insert refers to is
- * gone, e.g. a product's creator deleted while the request creating it was in flight.
- * Callers decide what that means for them.
- */
-export function isForeignKeyViolation (error: unknown): boolean {
-  if (typeof error !== 'object' || error === null) return false
-  const e = error as Record<string, any>
-  const cause = e.meta?.driverAdapterError?.cause ?? e.cause ?? {}
-  return e.code === 'P2003' || e.code === '23503' || cause.originalCode === '23503' || cause.code === '23503' || cause.kind === 'ForeignKeyConstraintViolation'
-}
-
 function unavailable (): Classified {
   return { status: 503, code: 'SERVICE_UNAVAILABLE', detail: 'The database is unavailable; retry shortly' }
 }
