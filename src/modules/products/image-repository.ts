@@ -138,32 +138,13 @@ export function productImagesRepository (pool: pg.Pool, bytesPerUser: number) {
      * there was such a user, `imageKeys` are the files to remove.
      */
     async deleteUser (userId: number): Promise<{ deleted: boolean, imageKeys: string[] }> {
-      let client: pg.PoolClient
-      try {
-        client = await pool.connect()
-      } catch (error) {
-        throw new Error(`Connecting to delete user ${userId} failed: ${(error as Error).message}`, { cause: error })
-      }
-      let failed = false
-      try {
-        await query(client, 'begin', 'BEGIN', [])
+      return await transaction(pool, `deleting user ${userId}`, async (client) => {
         const locked = await query(client, 'user-lock', 'SELECT id FROM users WHERE id = $1 FOR UPDATE', [userId])
-        if (locked.length === 0) {
-          await query(client, 'rollback', 'ROLLBACK', [])
-          return { deleted: false, imageKeys: [] }
-        }
+        if (locked.length === 0) return { deleted: false, imageKeys: [] }
         const products = await query<{ imageKey: string | null }>(client, 'user-products-delete', 'DELETE FROM products WHERE creator_id = $1 RETURNING image_key AS "imageKey"', [userId])
         await query(client, 'user-delete', 'DELETE FROM users WHERE id = $1', [userId])
-        await query(client, 'commit', 'COMMIT', [])
         return { deleted: true, imageKeys: products.flatMap((row) => row.imageKey === null ? [] : [row.imageKey]) }
-      } catch (error) {
-        failed = true
-        await client.query('ROLLBACK').catch(() => {})
-        throw error
-      } finally {
-        // A connection whose transaction failed is dropped rather than reused.
-        client.release(failed)
-      }
+      })
     }
   }
 }
