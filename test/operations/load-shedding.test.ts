@@ -22,13 +22,16 @@ function busy (ms: number): void {
 
 /** Blocks the loop, then waits (a few turns) until the app's sampler has seen the delay. */
 async function blockUntilSeen (app: TestApp): Promise<number> {
-  // 3 s blocked within a 200 ms sample of 10 ms ticks: a mean delay of at least ~130 ms.
-  busy(3000)
-  const until = Date.now() + 2000
-  while (Date.now() < until) {
-    const { eventLoopDelay } = app.memoryUsage()
-    if (eventLoopDelay > THRESHOLD_MS) return eventLoopDelay
-    await new Promise((resolve) => setImmediate(resolve))
+  // 3 s blocked within a 200 ms sample of 10 ms ticks: a mean delay of at least ~130 ms. On a
+  // machine loaded by other builds the sample can straddle the block; then block once more.
+  for (let attempt = 0; attempt < 3; attempt++) {
+    busy(3000)
+    const until = Date.now() + 2000
+    while (Date.now() < until) {
+      const { eventLoopDelay } = app.memoryUsage()
+      if (eventLoopDelay > THRESHOLD_MS) return eventLoopDelay
+      await new Promise((resolve) => setImmediate(resolve))
+    }
   }
   throw new Error('the sampler never saw the blocked loop')
 }
