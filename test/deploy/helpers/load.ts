@@ -1,7 +1,7 @@
 /**
  * A steady mixed load for the rolling-restart tests (host and compose): a few workers, each
- * looping over a read of the list, a login, a product creation and a read of a created
- * product, through the proxy. Every request is bounded in time; anything but the expected
+ * looping over a read of the list, a login (whose token the user's later requests use), a
+ * product creation and a read of a created product, through the proxy. Every request is bounded in time; anything but the expected
  * status (a network error, a 502/503 from the proxy, a 500) is a failure, recorded with its
  * time and request id. Created products are remembered, to check afterwards that none was lost.
  */
@@ -22,7 +22,7 @@ export interface LoadResult {
   requestIds: string[]
 }
 
-interface Op { name: string, method: string, path: string, expect: number, body?: unknown, token?: string }
+interface Op { name: string, method: string, path: string, expect: number, body?: unknown, token?: string, user?: LoadUser }
 
 export function mixedLoad (base: string, users: LoadUser[], options: { workers?: number, pauseMs?: number } = {}): { stop: () => Promise<LoadResult> } {
   const result: LoadResult = { sent: 0, answers: {}, failures: [], created: [], requestIds: [] }
@@ -32,7 +32,7 @@ export function mixedLoad (base: string, users: LoadUser[], options: { workers?:
     const user = pick(users, n)
     switch (n % 4) {
       case 0: return { name: 'list', method: 'GET', path: '/api/product?limit=5', expect: 200 }
-      case 1: return { name: 'login', method: 'POST', path: '/api/auth/login', expect: 200, body: { username: user.username, password: user.password } }
+      case 1: return { name: 'login', method: 'POST', path: '/api/auth/login', expect: 200, body: { username: user.username, password: user.password }, user }
       case 2: return { name: 'create', method: 'POST', path: '/api/product', expect: 201, token: user.token, body: { title: `load ${n}`, amount: n } }
       default: {
         const id = result.created.length > 0 ? pick(result.created, n) : undefined
@@ -56,6 +56,9 @@ export function mixedLoad (base: string, users: LoadUser[], options: { workers?:
       result.answers[`${o.name} ${r.status}`] = (result.answers[`${o.name} ${r.status}`] ?? 0) + 1
       if (r.status !== o.expect) result.failures.push({ op: o.name, at: r.at, status: r.status, body: r.body.slice(0, 300), requestId })
       else if (o.name === 'create') result.created.push(r.json.id as number)
+      // As a client that logs in again does: the new session's token from now on (a user keeps
+      // SESSIONS_MAX_PER_USER sessions; hundreds of logins end the older ones).
+      else if (o.name === 'login' && o.user !== undefined) o.user.token = r.json.token as string
       if (options.pauseMs) await new Promise((resolve) => setTimeout(resolve, options.pauseMs))
     }
   }
