@@ -7,7 +7,12 @@
  *   both in problem details; meanwhile another client logs in and reads at once;
  * - readers that stop reading a large image are cut by the API within its window, and the
  *   proxy gives their replica slots back within its `timeout client` (shortened here); another
- *   client is served meanwhile.
+ *   client is served meanwhile;
+ * - large answers (image, CSV) take their own lane (`api_bulk`, 8 slots per replica, 4 bulk
+ *   requests per address): 64 stalled readers of a 16 MiB image from 2 addresses fill that
+ *   lane only (the rest 429 from the proxy) and login and reads from another address are
+ *   served at once, with the shipped `timeout client` (10 s). With one lane they held the
+ *   replica's 64 slots and the others got 503 after the 2 s queue.
  * Clients are loopback addresses (127.0.0.2 the attacker, 127.0.0.1 the others).
  */
 import net from 'node:net'
@@ -65,7 +70,8 @@ async function behindProxy (t: Test, env: Record<string, string>, timeouts: Reco
   const app = await build(t, { env: { TRUST_PROXY: '127.0.0.1', ...env } })
   await app.listen({ host: '127.0.0.1', port: 0 })
   const proxy = await startHaproxy(t, await freePort(), [(app.server.address() as AddressInfo).port], timeouts)
-  await until('the replica is UP', async () => (await proxy.states()).get('api1') === 'UP')
+  const up = async (backend: string): Promise<boolean> => (await proxy.states(backend)).get('api1') === 'UP'
+  await until('the replica is UP in both lanes', async () => await up('api') && await up('api_bulk'))
   return { app, proxy, port: Number(new URL(proxy.url).port) }
 }
 
@@ -126,27 +132,90 @@ t.test('readers that stop reading a large image through the proxy: the API cuts 
   const form = Buffer.concat([Buffer.from('--b\r\nContent-Disposition: form-data; name="image"; filename="a.png"\r\nContent-Type: image/png\r\n\r\n'), image, Buffer.from('\r\n--b--\r\n')])
   t.equal((await app.inject({ method: 'POST', url: `/api/product/${id}/image`, headers: { authorization: `Bearer ${token}`, 'content-type': 'multipart/form-data; boundary=b' }, payload: form })).statusCode, 201)
 
-  // 48 from two addresses: each within its 32 connections at the proxy.
-  const stalled = await Promise.all(Array.from({ length: 48 }, async (_, i) => {
+  // 8 from two addresses: each within its 4 bulk requests at the proxy, together the 8 slots
+  // of the large answers' lane on the replica.
+  const stalled = await Promise.all(Array.from({ length: 8 }, async (_, i) => {
     const c = await raw(port, i % 2 === 0 ? ATTACKER : '127.0.0.4', true)
     c.socket.write(`GET /api/product/${id}/image HTTP/1.1\r\nHost: api\r\n\r\n`)
     return c
   }))
   t.teardown(() => { for (const c of stalled) c.socket.destroy() })
-  await until('48 replica slots held', async () => await proxy.current() >= 48, 30_000)
+  await until('8 bulk-lane slots held', async () => await proxy.current('api_bulk') >= 8, 30_000)
 
   const read = await fetch(`${proxy.url}/api/product?limit=2`)
   t.equal(read.status, 200, 'another client is served meanwhile')
 
   const started = Date.now()
-  await until('the API cut the stalled readers', async () => await metric(app, /^http_client_limited_total\{reason="read_too_slow"\} (\d+)$/m) === 48, 30_000)
+  await until('the API cut the stalled readers', async () => await metric(app, /^http_client_limited_total\{reason="read_too_slow"\} (\d+)$/m) === 8, 30_000)
   const cut = Date.now() - started
-  t.ok(cut < WINDOW * 3 + 10_000, `the API cut all 48 within ${cut} ms (window ${WINDOW} ms)`)
-  await until('the replica slots came back', async () => await proxy.current() === 0, 30_000)
+  t.ok(cut < WINDOW * 3 + 10_000, `the API cut all 8 within ${cut} ms (window ${WINDOW} ms)`)
+  await until('the replica slots came back', async () => await proxy.current('api_bulk') === 0, 30_000)
   const ms = Date.now() - started
   t.ok(ms < CLIENT_TIMEOUT + WINDOW * 3 + 10_000, `the proxy gave their slots back within ${ms} ms (timeout client ${CLIENT_TIMEOUT} ms)`)
   for (const c of stalled) c.socket.resume()
   await Promise.all(stalled.map(async (c) => await c.closed))
   t.ok(stalled.every((c) => c.bytes() < image.length), 'each stalled reader got part of the image, then the end of its connection')
   t.equal((await fetch(`${proxy.url}/api/product/${id}/image`, { method: 'HEAD' })).status, 200, 'the image is still served')
+})
+
+t.test('64 stalled readers of a large image from 2 addresses through the proxy fill only the large answers\' lane: past 4 per address 429, and others log in and read at once', { skip: missing }, async (t) => {
+  const { app, proxy, port } = await behindProxy(t, { IMAGE_MAX_BYTES: String(24 * 1024 * 1024) })
+  const user = newUser()
+  const created = (await app.inject({ method: 'POST', url: '/api/user', payload: user })).json().id as number
+  const token = (await app.inject({ method: 'POST', url: '/api/auth/login', payload: { username: user.username, password: user.password } })).json().token as string
+  const id = (await app.inject({ method: 'POST', url: '/api/product', headers: { authorization: `Bearer ${token}` }, payload: { title: 'big', amount: 1 } })).json().id as number
+  // Larger than what the kernel buffers of both hops take: the proxy keeps bytes for each reader.
+  const image = Buffer.concat([PNG_HEAD, Buffer.alloc(16 * 1024 * 1024, 7)])
+  const form = Buffer.concat([Buffer.from('--b\r\nContent-Disposition: form-data; name="image"; filename="a.png"\r\nContent-Type: image/png\r\n\r\n'), image, Buffer.from('\r\n--b--\r\n')])
+  t.equal((await app.inject({ method: 'POST', url: `/api/product/${id}/image`, headers: { authorization: `Bearer ${token}`, 'content-type': 'multipart/form-data; boundary=b' }, payload: form })).statusCode, 201)
+
+  // The lanes: the image (GET, HEAD) and the CSV export go to `api_bulk`, the rest to `api`.
+  const sent = async (backend: string): Promise<number> => (await proxy.totals(backend)).get('api1')!
+  const [bulkBefore, apiBefore] = [await sent('api_bulk'), await sent('api')]
+  for (const [url, init] of [[`/api/product/${id}/image`, { method: 'HEAD' }], [`/api/product/${id}/image`, { headers: { range: 'bytes=0-9' } }], ['/api/product?limit=2', { headers: { accept: 'text/csv; charset=utf-8' } }], ['/api/product?limit=2', {}], [`/api/product/${id}`, {}]] as const) {
+    const res = await fetch(`${proxy.url}${url}`, init)
+    t.ok(res.status === 200 || res.status === 206, `${url} ${JSON.stringify(init)}: ${res.status}`)
+    await res.arrayBuffer()
+  }
+  t.same([await sent('api_bulk') - bulkBefore, await sent('api') - apiBefore], [3, 2], 'image and CSV requests went to the large answers\' lane, the others to the API\'s')
+
+  // Each reads the first chunk of its answer (the status line), then never another byte.
+  const first: string[] = []
+  const stalled = await Promise.all(Array.from({ length: 64 }, async (_, i) => {
+    const c = await raw(port, i % 2 === 0 ? ATTACKER : '127.0.0.4')
+    c.socket.once('data', (chunk: Buffer) => { first[i] = chunk.toString('latin1'); c.socket.pause() })
+    c.socket.write(`GET /api/product/${id}/image HTTP/1.1\r\nHost: api\r\n\r\n`)
+    return c
+  }))
+  t.teardown(() => { for (const c of stalled) c.socket.destroy() })
+  const statuses = (): number[] => first.filter(Boolean).map((text) => answer(text).status)
+  await until('every stalled reader answered', () => statuses().length === 64, 30_000)
+  await until('their requests in progress at the proxy', async () => await proxy.current() + await proxy.current('api_bulk') >= 64 - statuses().filter((s) => s === 429).length, 30_000)
+
+  const started = Date.now()
+  const [login, product, account, ready] = await Promise.all([
+    fetch(`${proxy.url}/api/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ username: user.username, password: user.password }) }),
+    fetch(`${proxy.url}/api/product/${id}`),
+    fetch(`${proxy.url}/api/user/${created}`, { headers: { authorization: `Bearer ${token}` } }),
+    fetch(`${proxy.url}/health/ready`)
+  ])
+  const ms = Date.now() - started
+  t.same([login.status, product.status, account.status, ready.status], [200, 200, 200, 200], 'login, a product, an account and readiness through the proxy: 200')
+  t.ok(ms < 1800, `served in ${ms} ms, before the proxy's queue timeout (2 s)`)
+  t.equal(await proxy.current(), 0, 'no slot of the API\'s lane held by a stalled reader')
+  t.equal(await proxy.current('api_bulk'), 8, 'the large answers\' lane is full: 8 slots')
+  const count = (status: number): number => statuses().filter((s) => s === status).length
+  t.equal(count(200), 8, '8 readers (4 per address) got their answer started')
+  t.equal(count(429), 56, 'the other 56: 429 at once, past 4 bulk requests per address')
+
+  // One more image request from an attacking address: 429 problem details from the proxy.
+  const more = await raw(port, ATTACKER)
+  more.socket.write(`GET /api/product/${id}/image HTTP/1.1\r\nHost: api\r\nConnection: close\r\n\r\n`)
+  await more.closed
+  const refused = answer(more.text())
+  t.equal(refused.status, 429, 'another image request from the address: 429')
+  t.ok(Value.Check(Problem, refused.body), `429: problem details (${more.text().slice(0, 200)})`)
+  t.equal(refused.body.code, 'TOO_MANY_IN_PROGRESS')
+  t.match(refused.head, /content-type: application\/problem\+json/i)
+  t.match(refused.head, /retry-after: 2/i)
 })

@@ -37,8 +37,11 @@ t.test(`${FIRST + MORE} stalled CSV readers through the proxy keep the service's
   // As in compose: the service believes X-Forwarded-For from the proxy only (its per-client
   // share is then per reader). No minimum read rate on the service (see the faults test).
   const server = await spawnServer(t, { DATABASE_URL: databaseUrl, CSV_MAX_ROWS: String(ROWS), MIGRATE_ON_START: 'false', SLOW_CLIENT_WINDOW_MS: '0', TRUST_PROXY: '127.0.0.1' })
-  const proxy = await startHaproxy(t, await freePort(), [Number(new URL(server.url).port)], { 'timeout client': '60s' })
-  for (let i = 0; (await proxy.states()).get('api1') !== 'UP'; i++) {
+  // The large answers' lane (8 slots per replica as shipped) raised to 64, or only 8 readers
+  // would reach the service: what this measures is the service's memory per stalled reader.
+  const proxy = await startHaproxy(t, await freePort(), [Number(new URL(server.url).port)], { 'timeout client': '60s' },
+    (config) => config.replace(/^(backend api_bulk\n[\s\S]*?maxconn) 8$/m, '$1 64'))
+  for (let i = 0; (await proxy.states()).get('api1') !== 'UP' || (await proxy.states('api_bulk')).get('api1') !== 'UP'; i++) {
     if (i > 100) throw new Error(`the replica never came UP: ${JSON.stringify([...await proxy.states()])}`)
     await new Promise((resolve) => setTimeout(resolve, 100))
   }

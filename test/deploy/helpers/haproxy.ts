@@ -17,14 +17,14 @@ export interface Haproxy {
   url: string
   child: ChildProcess
   output: () => string
-  /** Each server's status (`UP`, `DOWN`, `MAINT`, `UP 1/2`...), by name (api1, api2, ...). */
-  states: () => Promise<Map<string, string>>
-  /** Each server's total of requests sent to it (HAProxy's `stot`). */
-  totals: () => Promise<Map<string, number>>
+  /** Each server's status (`UP`, `DOWN`, `MAINT`, `UP 1/2`...) in a backend (`api` unless named), by name (api1, api2, ...). */
+  states: (backend?: string) => Promise<Map<string, string>>
+  /** Each server's total of requests sent to it (HAProxy's `stot`) in a backend (`api` unless named). */
+  totals: (backend?: string) => Promise<Map<string, number>>
   /** Requests waiting in the backend's queue for a free server slot now (its `qcur`). */
   queued: () => Promise<number>
-  /** Requests in progress on the servers now (their `scur`, summed): the replica slots held. */
-  current: () => Promise<number>
+  /** Requests in progress on a backend's servers now (their `scur`, summed): the replica slots held (`api`, or the large answers' lane `api_bulk`). */
+  current: (backend?: string) => Promise<number>
 }
 
 /** The haproxy binary: on PATH, or where Debian puts it (/usr/sbin, off a non-root PATH). */
@@ -38,12 +38,19 @@ export function haproxyMissing (): string | undefined {
 /** deploy/haproxy.cfg (or `text`, another version of it) for local servers. */
 export async function hostConfig (proxyPort: number, serverPorts: number[], socket: string, text?: string): Promise<string> {
   text ??= await readFile(path.join(PROJECT_ROOT, 'deploy', 'haproxy.cfg'), 'utf8')
-  const lines = text.split('\n').filter((line) => !/#\s*docker\s*$/.test(line))
+  // Each backend's `server-template` line becomes the local servers, in its place.
+  const servers = serverPorts.map((port, i) => `  server api${i + 1} 127.0.0.1:${port}`).join('\n')
+  let templates = 0
+  const lines = text.split('\n').flatMap((line) => {
+    if (!/#\s*docker\s*$/.test(line)) return [line]
+    if (/^\s*server-template\s/.test(line)) { templates++; return [servers] }
+    return []
+  })
   const out = lines.join('\n')
     .replace(/^(global\n)/m, `$1  stats socket ${socket} mode 600 level admin\n`)
     .replace(/^(\s*bind) :8080$/m, `$1 127.0.0.1:${proxyPort}`)
-  if (out === lines.join('\n') || !out.includes(`127.0.0.1:${proxyPort}`)) throw new Error('deploy/haproxy.cfg: no `global` section or no `bind :8080` line to adapt')
-  return out.trimEnd() + '\n' + serverPorts.map((port, i) => `  server api${i + 1} 127.0.0.1:${port}`).join('\n') + '\n'
+  if (out === lines.join('\n') || !out.includes(`127.0.0.1:${proxyPort}`) || templates === 0) throw new Error('deploy/haproxy.cfg: no `global` section, no `bind :8080` line or no `server-template ... # docker` line to adapt')
+  return out.trimEnd() + '\n'
 }
 
 async function adminCommand (socket: string, command: string): Promise<string> {
@@ -66,8 +73,9 @@ async function stat (socket: string): Promise<Record<string, string>[]> {
  * @param timeouts shorter deadlines for a test, by the words that precede the value in the
  *   shipped file (`{ 'timeout client': '3s', 'http-request wait-for-body time': '2s' }`); a
  *   line that is not there is an error.
+ * @param edit any other change to the file for one test (it must change something).
  */
-export async function startHaproxy (t: Teardown, proxyPort: number, serverPorts: number[], timeouts: Record<string, string> = {}): Promise<Haproxy> {
+export async function startHaproxy (t: Teardown, proxyPort: number, serverPorts: number[], timeouts: Record<string, string> = {}, edit?: (config: string) => string): Promise<Haproxy> {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'haproxy-'))
   const socket = path.join(dir, 'admin.sock')
   const file = path.join(dir, 'haproxy.cfg')
@@ -76,6 +84,11 @@ export async function startHaproxy (t: Teardown, proxyPort: number, serverPorts:
     const line = new RegExp(`^(\\s*${words.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}) \\S+$`, 'm')
     if (!line.test(config)) throw new Error(`deploy/haproxy.cfg has no \`${words} <value>\` line`)
     config = config.replace(line, `$1 ${value}`)
+  }
+  if (edit !== undefined) {
+    const edited = edit(config)
+    if (edited === config) throw new Error('the edit changed nothing in deploy/haproxy.cfg')
+    config = edited
   }
   await writeFile(file, config)
   const check = spawnSync(HAPROXY ?? 'haproxy', ['-c', '-f', file], { encoding: 'utf8' })
@@ -89,7 +102,7 @@ export async function startHaproxy (t: Teardown, proxyPort: number, serverPorts:
     if (child.exitCode === null) { child.kill('SIGKILL'); await exited }
     await rm(dir, { recursive: true, force: true })
   })
-  const backend = async (): Promise<Record<string, string>[]> => (await stat(socket)).filter((row) => row.pxname === 'api' && /^api\d+$/.test(row.svname ?? ''))
+  const backend = async (name = 'api'): Promise<Record<string, string>[]> => (await stat(socket)).filter((row) => row.pxname === name && /^api\d+$/.test(row.svname ?? ''))
   // The socket appears once HAProxy has started.
   for (let i = 0; ; i++) {
     try { await backend(); break } catch (error) {
@@ -101,9 +114,9 @@ export async function startHaproxy (t: Teardown, proxyPort: number, serverPorts:
     url: `http://127.0.0.1:${proxyPort}`,
     child,
     output: () => text,
-    states: async () => new Map((await backend()).map((row) => [row.svname!, row.status!])),
-    totals: async () => new Map((await backend()).map((row) => [row.svname!, Number(row.stot)])),
+    states: async (name = 'api') => new Map((await backend(name)).map((row) => [row.svname!, row.status!])),
+    totals: async (name = 'api') => new Map((await backend(name)).map((row) => [row.svname!, Number(row.stot)])),
     queued: async () => Number((await stat(socket)).find((row) => row.pxname === 'api' && row.svname === 'BACKEND')?.qcur ?? Number.NaN),
-    current: async () => (await backend()).reduce((sum, row) => sum + Number(row.scur), 0)
+    current: async (name = 'api') => (await backend(name)).reduce((sum, row) => sum + Number(row.scur), 0)
   }
 }
