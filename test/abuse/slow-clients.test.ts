@@ -13,56 +13,23 @@
  *   peer's otherwise (an untrusted peer's X-Forwarded-For changes nothing).
  * Other clients are other loopback addresses (127.0.0.2, 127.0.0.3: all of 127/8 is local).
  */
-import net from 'node:net'
 import type { AddressInfo } from 'node:net'
 import t, { type Test } from 'tap'
 import { Value } from 'typebox/value'
 import { Problem } from '../../src/lib/problem.js'
 import { build, newUser, TEST_ENV, type TestApp } from '../helpers/build.js'
+import { connectFrom, parseAnswer, type SourcedConnection as Raw } from '../faults/helpers/raw.js'
 
 const ADMIN = { authorization: `Bearer ${TEST_ENV.ADMIN_API_KEYS!.split(',')[0]!}` }
 const ATTACKER = '127.0.0.2'
 const PROXY = '127.0.0.3'
 // A real PNG signature, padded: the type is judged by the bytes.
 const PNG_HEAD = Buffer.from('iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==', 'base64')
+const portOf = (app: TestApp): number => (app.server.address() as AddressInfo).port
 const png = (size: number): Buffer => Buffer.concat([PNG_HEAD, Buffer.alloc(size - PNG_HEAD.length, 7)])
 
-interface Raw {
-  socket: net.Socket
-  /** Everything received so far, as latin1 text. */
-  text: () => string
-  bytes: () => number
-  /** Resolves with the ms since connect once the connection is closed (either side). */
-  closed: Promise<number>
-  started: number
-}
-
-/** A raw connection from `from` (a loopback address) to the app. */
-async function raw (app: TestApp, from: string, options: { paused?: boolean } = {}): Promise<Raw> {
-  const { port } = app.server.address() as AddressInfo
-  const socket = net.connect({ host: '127.0.0.1', port, localAddress: from })
-  await new Promise<void>((resolve, reject) => { socket.once('connect', resolve); socket.once('error', reject) })
-  const started = Date.now()
-  const chunks: Buffer[] = []
-  let count = 0
-  socket.on('data', (chunk: Buffer) => { count += chunk.length; if (chunks.length < 4) chunks.push(chunk) })
-  socket.on('error', () => {})
-  if (options.paused === true) socket.pause()
-  const closed = new Promise<number>((resolve) => socket.once('close', () => resolve(Date.now() - started)))
-  return { socket, text: () => Buffer.concat(chunks).toString('latin1'), bytes: () => count, closed, started }
-}
-
-/** Status, headers and JSON body of the first answer in `text`. */
-function answer (text: string): { status: number, head: string, body: any } {
-  const end = text.indexOf('\r\n\r\n')
-  const head = end === -1 ? text : text.slice(0, end)
-  let body: unknown
-  try { body = JSON.parse(text.slice(end + 4)) } catch { body = undefined }
-  return { status: Number(/^HTTP\/1\.1 (\d{3})/.exec(head)?.[1]), head, body }
-}
-
 function isProblem (t: Test, text: string, status: number, code: string, label: string): void {
-  const a = answer(text)
+  const a = parseAnswer(text)
   t.equal(a.status, status, `${label}: ${status}`)
   t.ok(Value.Check(Problem, a.body) && a.body.code === code && a.body.status === status, `${label}: problem details, code ${code} (${text.slice(0, 300)})`)
   t.match(a.head, /\r\ncontent-type: application\/problem\+json/i, `${label}: problem+json`)
@@ -105,7 +72,7 @@ t.test('shipped defaults: 300 slow refresh-token bodies from one client; others 
 
   // The finding: Content-Length 100, one byte sent, no token.
   const slow = await Promise.all(Array.from({ length: 300 }, async () => {
-    const c = await raw(app, ATTACKER)
+    const c = await connectFrom(portOf(app), ATTACKER)
     c.socket.write('POST /api/auth/refresh-token HTTP/1.1\r\nHost: api\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{')
     return c
   }))
@@ -124,17 +91,17 @@ t.test('shipped defaults: 300 slow refresh-token bodies from one client; others 
   const served = Math.max(login.at, products.at, ready.at) - started
 
   const closed = await Promise.all(slow.map(async (c) => await c.closed))
-  const statuses = slow.map((c) => answer(c.text()).status)
-  const cut = slow.filter((c) => answer(c.text()).status === 408)
-  const refused = slow.filter((c) => answer(c.text()).status === 429)
+  const statuses = slow.map((c) => parseAnswer(c.text()).status)
+  const cut = slow.filter((c) => parseAnswer(c.text()).status === 408)
+  const refused = slow.filter((c) => parseAnswer(c.text()).status === 429)
   t.equal(cut.length, share, `the client's share (${share}) was admitted, then cut with 408`)
   t.equal(refused.length, 300 - share, 'the rest refused with 429 at once')
   t.same([...new Set(statuses)].sort(), [408, 429], 'nothing else')
   isProblem(t, cut[0]!.text(), 408, 'BODY_TOO_SLOW', 'a cut body')
   isProblem(t, refused[0]!.text(), 429, 'TOO_MANY_IN_PROGRESS', 'a refusal')
-  t.match(answer(refused[0]!.text()).head, /\r\nretry-after: \d+\r\n/i, 'the 429 says when to retry')
-  t.match(answer(refused[0]!.text()).head, /\r\nconnection: close\r\n/i, 'its unread body: Connection: close')
-  t.match(answer(cut[0]!.text()).head, /\r\nconnection: close\r\n/i, 'the 408 closes the connection')
+  t.match(parseAnswer(refused[0]!.text()).head, /\r\nretry-after: \d+\r\n/i, 'the 429 says when to retry')
+  t.match(parseAnswer(refused[0]!.text()).head, /\r\nconnection: close\r\n/i, 'its unread body: Connection: close')
+  t.match(parseAnswer(cut[0]!.text()).head, /\r\nconnection: close\r\n/i, 'the 408 closes the connection')
   const firstCut = Math.min(...cut.map((c, i) => closed[slow.indexOf(c)] ?? i))
   t.ok(served < firstCut, `the other client was served in ${served} ms, before the first cut (${firstCut} ms): it never waited for the slow ones`)
   t.ok(Math.max(...closed) < window * 2 + 3000, `every slow connection ended by ${Math.max(...closed)} ms (window ${window} ms)`)
@@ -165,12 +132,12 @@ t.test('stalled readers of a multi-MiB image are cut within the window and free 
 
   const get = `GET /api/product/${id}/image HTTP/1.1\r\nHost: api\r\n\r\n`
   const stalled = await Promise.all(Array.from({ length: 40 }, async () => {
-    const c = await raw(app, ATTACKER, { paused: true })
+    const c = await connectFrom(portOf(app), ATTACKER, { paused: true })
     c.socket.write(get)
     return c
   }))
   // A reader at 4x the minimum: it pauses after each chunk for the time that chunk is worth.
-  const slow = await raw(app, '127.0.0.1')
+  const slow = await connectFrom(portOf(app), '127.0.0.1')
   slow.socket.on('data', (chunk: Buffer) => {
     slow.socket.pause()
     setTimeout(() => slow.socket.resume(), chunk.length * 1000 / (4 * MIN))
@@ -189,7 +156,7 @@ t.test('stalled readers of a multi-MiB image are cut within the window and free 
   t.ok(stalled.every((c) => c.bytes() < image.length), `each stalled reader got part of the image only (${Math.max(...stalled.map((c) => c.bytes()))} bytes at most), then the end`)
 
   await until('the slow reader has it all', () => slow.bytes() > image.length, 30_000)
-  t.equal(answer(slow.text()).status, 200, 'the slow reader (above the minimum) got a 200')
+  t.equal(parseAnswer(slow.text()).status, 200, 'the slow reader (above the minimum) got a 200')
   t.ok(slow.bytes() > image.length, `and the whole image (${slow.bytes()} bytes with the headers)`)
   t.equal(await metric(app, /^http_client_limited_total\{reason="read_too_slow"\} (\d+)$/m), 40, 'only the stalled ones were cut')
   slow.socket.destroy()
@@ -208,7 +175,7 @@ t.test('an upload above the minimum rate succeeds; one below it gets 408 BODY_TO
   async function upload (id: number, size: number, bytesPerSecond: number): Promise<Raw> {
     const boundary = 'b0undary'
     const body = Buffer.concat([Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="image"; filename="a.png"\r\nContent-Type: image/png\r\n\r\n`), png(size), Buffer.from(`\r\n--${boundary}--\r\n`)])
-    const c = await raw(app, '127.0.0.1')
+    const c = await connectFrom(portOf(app), '127.0.0.1')
     c.socket.write(`POST /api/product/${id}/image HTTP/1.1\r\nHost: api\r\nAuthorization: Bearer ${token}\r\nContent-Type: multipart/form-data; boundary=${boundary}\r\nContent-Length: ${body.length}\r\n\r\n`)
     const step = Math.ceil(bytesPerSecond / 10)
     let sent = 0
@@ -226,7 +193,7 @@ t.test('an upload above the minimum rate succeeds; one below it gets 408 BODY_TO
   const bad = await upload(await product(), 300 * 1024, MIN / 4)
   const answered = async (c: Raw) => { await until('an answer', () => c.text().includes('\r\n\r\n') || c.socket.destroyed, 20_000); return c.text() }
   const goodText = await answered(good)
-  t.equal(answer(goodText).status, 201, `the upload above the minimum rate is stored (${goodText.slice(0, 200)})`)
+  t.equal(parseAnswer(goodText).status, 201, `the upload above the minimum rate is stored (${goodText.slice(0, 200)})`)
   await bad.closed
   isProblem(t, bad.text(), 408, 'BODY_TOO_SLOW', 'the upload below the minimum')
   t.ok(Date.now() - bad.started < WINDOW * 2 + 8000, 'cut after about one window, not after the 120 s request deadline')
@@ -241,13 +208,13 @@ t.test('the share is per client: over it, 429; another address still admitted; b
   const held: Raw[] = []
   t.teardown(() => { for (const c of held) c.socket.destroy() })
   async function hold (from: string, forwardedFor?: string): Promise<Raw> {
-    const c = await raw(app, from)
+    const c = await connectFrom(portOf(app), from)
     c.socket.write(`POST /api/user HTTP/1.1\r\nHost: api\r\nContent-Type: application/json\r\nContent-Length: 100\r\n${forwardedFor === undefined ? '' : `X-Forwarded-For: ${forwardedFor}\r\n`}\r\n{`)
     held.push(c)
     return c
   }
   async function ask (from: string, forwardedFor?: string): Promise<string> {
-    const c = await raw(app, from)
+    const c = await connectFrom(portOf(app), from)
     c.socket.write(`GET /api/product?limit=1 HTTP/1.1\r\nHost: api\r\nConnection: close\r\n${forwardedFor === undefined ? '' : `X-Forwarded-For: ${forwardedFor}\r\n`}\r\n`)
     await c.closed
     return c.text()
@@ -258,20 +225,20 @@ t.test('the share is per client: over it, 429; another address still admitted; b
   await hold(ATTACKER); await hold(ATTACKER)
   await until('2 held', async () => await inFlight() === 3)
   isProblem(t, await ask(ATTACKER), 429, 'TOO_MANY_IN_PROGRESS', `${ATTACKER}, a third request`)
-  const body = answer(await ask(ATTACKER, '198.51.100.1')).body
+  const body = parseAnswer(await ask(ATTACKER, '198.51.100.1')).body
   t.match(body?.detail, /already has 2 requests in progress/, 'an untrusted peer\'s X-Forwarded-For is ignored: still that peer, still refused')
-  t.equal(answer(await ask('127.0.0.1')).status, 200, 'another address is admitted')
+  t.equal(parseAnswer(await ask('127.0.0.1')).status, 200, 'another address is admitted')
 
   // Behind the trusted proxy: the forwarded address is the client.
   await hold(PROXY, '203.0.113.7'); await hold(PROXY, '10.1.1.1, 203.0.113.7')
   await until('4 held', async () => await inFlight() === 5)
   isProblem(t, await ask(PROXY, '203.0.113.7'), 429, 'TOO_MANY_IN_PROGRESS', '203.0.113.7 through the proxy, a third request')
-  t.equal(answer(await ask(PROXY, '203.0.113.8')).status, 200, 'another client through the same proxy is admitted')
-  t.equal(answer(await ask(PROXY)).status, 200, 'the proxy\'s own request (its health check) is its own client')
+  t.equal(parseAnswer(await ask(PROXY, '203.0.113.8')).status, 200, 'another client through the same proxy is admitted')
+  t.equal(parseAnswer(await ask(PROXY)).status, 200, 'the proxy\'s own request (its health check) is its own client')
 
   // Ending a held request gives its place back.
   held[0]!.socket.destroy()
   await until('a place freed', async () => await inFlight() === 4)
-  t.equal(answer(await ask(ATTACKER)).status, 200, 'below its share again: admitted')
+  t.equal(parseAnswer(await ask(ATTACKER)).status, 200, 'below its share again: admitted')
   t.equal(await metric(app, /^http_client_limited_total\{reason="client_share"\} (\d+)$/m), 3, 'three refusals counted')
 })

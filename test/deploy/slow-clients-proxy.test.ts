@@ -15,13 +15,13 @@
  *   replica's 64 slots and the others got 503 after the 2 s queue.
  * Clients are loopback addresses (127.0.0.2 the attacker, 127.0.0.1 the others).
  */
-import net from 'node:net'
 import type { AddressInfo } from 'node:net'
 import t, { type Test } from 'tap'
 import { Value } from 'typebox/value'
 import { freePort } from '../../src/db/embedded.js'
 import { Problem } from '../../src/lib/problem.js'
 import { build, newUser, TEST_ENV, type TestApp } from '../helpers/build.js'
+import { connectFrom, parseAnswer, type SourcedConnection as Raw } from '../faults/helpers/raw.js'
 import { haproxyMissing, startHaproxy, type Haproxy } from './helpers/haproxy.js'
 
 const missing = haproxyMissing()
@@ -29,28 +29,6 @@ if (missing !== undefined && process.env.CI !== undefined) throw new Error(`CI n
 const ADMIN = { authorization: `Bearer ${TEST_ENV.ADMIN_API_KEYS!.split(',')[0]!}` }
 const ATTACKER = '127.0.0.2'
 const PNG_HEAD = Buffer.from('iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==', 'base64')
-
-interface Raw { socket: net.Socket, text: () => string, bytes: () => number, closed: Promise<number> }
-
-async function raw (port: number, from: string, paused = false): Promise<Raw> {
-  const socket = net.connect({ host: '127.0.0.1', port, localAddress: from })
-  await new Promise<void>((resolve, reject) => { socket.once('connect', resolve); socket.once('error', reject) })
-  const started = Date.now()
-  const chunks: Buffer[] = []
-  let count = 0
-  socket.on('data', (chunk: Buffer) => { count += chunk.length; if (chunks.length < 4) chunks.push(chunk) })
-  socket.on('error', () => {})
-  if (paused) socket.pause()
-  const closed = new Promise<number>((resolve) => socket.once('close', () => resolve(Date.now() - started)))
-  return { socket, text: () => Buffer.concat(chunks).toString('latin1'), bytes: () => count, closed }
-}
-
-function answer (text: string): { status: number, head: string, body: any } {
-  const end = text.indexOf('\r\n\r\n')
-  let body: unknown
-  try { body = JSON.parse(text.slice(end + 4)) } catch { body = undefined }
-  return { status: Number(/^HTTP\/1\.1 (\d{3})/.exec(text)?.[1]), head: text.slice(0, end), body }
-}
 
 async function until (what: string, check: () => Promise<boolean> | boolean, ms = 15_000): Promise<void> {
   const deadline = Date.now() + ms
@@ -83,7 +61,7 @@ t.test('300 slow bodies from one address through the proxy: buffered there, 408 
   const slow: Raw[] = []
   t.teardown(() => { for (const c of slow) c.socket.destroy() })
   for (let i = 0; i < 300; i++) {
-    const c = await raw(port, ATTACKER)
+    const c = await connectFrom(port, ATTACKER)
     c.socket.write('POST /api/auth/refresh-token HTTP/1.1\r\nHost: api\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{')
     slow.push(c)
   }
@@ -101,17 +79,17 @@ t.test('300 slow bodies from one address through the proxy: buffered there, 408 
   t.ok(ms < 1800, `served in ${ms} ms, before the slow ones' deadline`)
 
   const closed = await Promise.all(slow.map(async (c) => await c.closed))
-  const statuses = slow.map((c) => answer(c.text()).status)
+  const statuses = slow.map((c) => parseAnswer(c.text()).status)
   const count = (status: number): number => statuses.filter((s) => s === status).length
   t.equal(count(408), 32, 'the first 32 connections of the address waited for their body: 408 past the deadline')
   t.equal(count(429), 300 - 32, 'the others: 429 at once (and closed, so the address never reaches 256 connections, where the proxy refuses them unanswered)')
   for (const status of [408, 429]) {
-    const one = slow.find((c) => answer(c.text()).status === status)!
-    const body = answer(one.text()).body
+    const one = slow.find((c) => parseAnswer(c.text()).status === status)!
+    const body = parseAnswer(one.text()).body
     t.ok(Value.Check(Problem, body) && body.status === status, `${status}: problem details (${one.text().slice(0, 200)})`)
-    t.match(answer(one.text()).head, /content-type: application\/problem\+json/i)
+    t.match(parseAnswer(one.text()).head, /content-type: application\/problem\+json/i)
   }
-  const refused = answer(slow.find((c) => answer(c.text()).status === 429)!.text())
+  const refused = parseAnswer(slow.find((c) => parseAnswer(c.text()).status === 429)!.text())
   t.equal(refused.body.code, 'TOO_MANY_IN_PROGRESS', '429: the code the API uses for a client over its share')
   t.match(refused.head, /retry-after: 2/i, '429: Retry-After')
   t.equal(refused.body.requestId, /x-request-id: (\S+)/i.exec(refused.head)?.[1], '429: the request id in body and header')
@@ -135,7 +113,7 @@ t.test('readers that stop reading a large image through the proxy: the API cuts 
   // 8 from two addresses: each within its 4 bulk requests at the proxy, together the 8 slots
   // of the large answers' lane on the replica.
   const stalled = await Promise.all(Array.from({ length: 8 }, async (_, i) => {
-    const c = await raw(port, i % 2 === 0 ? ATTACKER : '127.0.0.4', true)
+    const c = await connectFrom(port, i % 2 === 0 ? ATTACKER : '127.0.0.4', { paused: true })
     c.socket.write(`GET /api/product/${id}/image HTTP/1.1\r\nHost: api\r\n\r\n`)
     return c
   }))
@@ -182,13 +160,13 @@ t.test('64 stalled readers of a large image from 2 addresses through the proxy f
   // Each reads the first chunk of its answer (the status line), then never another byte.
   const first: string[] = []
   const stalled = await Promise.all(Array.from({ length: 64 }, async (_, i) => {
-    const c = await raw(port, i % 2 === 0 ? ATTACKER : '127.0.0.4')
+    const c = await connectFrom(port, i % 2 === 0 ? ATTACKER : '127.0.0.4')
     c.socket.once('data', (chunk: Buffer) => { first[i] = chunk.toString('latin1'); c.socket.pause() })
     c.socket.write(`GET /api/product/${id}/image HTTP/1.1\r\nHost: api\r\n\r\n`)
     return c
   }))
   t.teardown(() => { for (const c of stalled) c.socket.destroy() })
-  const statuses = (): number[] => first.filter(Boolean).map((text) => answer(text).status)
+  const statuses = (): number[] => first.filter(Boolean).map((text) => parseAnswer(text).status)
   await until('every stalled reader answered', () => statuses().length === 64, 30_000)
   await until('their requests in progress at the proxy', async () => await proxy.current() + await proxy.current('api_bulk') >= 64 - statuses().filter((s) => s === 429).length, 30_000)
 
@@ -209,10 +187,10 @@ t.test('64 stalled readers of a large image from 2 addresses through the proxy f
   t.equal(count(429), 56, 'the other 56: 429 at once, past 4 bulk requests per address')
 
   // One more image request from an attacking address: 429 problem details from the proxy.
-  const more = await raw(port, ATTACKER)
+  const more = await connectFrom(port, ATTACKER)
   more.socket.write(`GET /api/product/${id}/image HTTP/1.1\r\nHost: api\r\nConnection: close\r\n\r\n`)
   await more.closed
-  const refused = answer(more.text())
+  const refused = parseAnswer(more.text())
   t.equal(refused.status, 429, 'another image request from the address: 429')
   t.ok(Value.Check(Problem, refused.body), `429: problem details (${more.text().slice(0, 200)})`)
   t.equal(refused.body.code, 'TOO_MANY_IN_PROGRESS')

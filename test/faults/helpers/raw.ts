@@ -28,3 +28,37 @@ export async function stalledPost (url: string, path: string, declared = 100, se
   c.write(`POST ${path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: ${declared}\r\n\r\n${'{'.padEnd(sent, ' ')}`)
   return c
 }
+
+/** A connection from `from` (a loopback address, to stand for a client of its own) that keeps only the first chunks received, for answers of any size. */
+export interface SourcedConnection {
+  socket: net.Socket
+  /** The first chunks received (the head of the answer), as latin1 text. */
+  text: () => string
+  /** How many bytes were received in all. */
+  bytes: () => number
+  /** Resolves with the ms since connect once the connection is closed (either side). */
+  closed: Promise<number>
+  started: number
+}
+
+export async function connectFrom (port: number, from: string, options: { paused?: boolean } = {}): Promise<SourcedConnection> {
+  const socket = net.connect({ host: '127.0.0.1', port, localAddress: from })
+  await new Promise<void>((resolve, reject) => { socket.once('connect', resolve); socket.once('error', reject) })
+  const started = Date.now()
+  const chunks: Buffer[] = []
+  let count = 0
+  socket.on('data', (chunk: Buffer) => { count += chunk.length; if (chunks.length < 4) chunks.push(chunk) })
+  socket.on('error', () => {})
+  if (options.paused === true) socket.pause()
+  const closed = new Promise<number>((resolve) => socket.once('close', () => resolve(Date.now() - started)))
+  return { socket, text: () => Buffer.concat(chunks).toString('latin1'), bytes: () => count, closed, started }
+}
+
+/** Status, head and JSON body (undefined when not JSON) of the first answer in `text`. */
+export function parseAnswer (text: string): { status: number, head: string, body: any } {
+  const end = text.indexOf('\r\n\r\n')
+  const head = end === -1 ? text : text.slice(0, end)
+  let body: unknown
+  try { body = JSON.parse(text.slice(end + 4)) } catch { body = undefined }
+  return { status: Number(/^HTTP\/1\.1 (\d{3})/.exec(head)?.[1]), head, body }
+}
