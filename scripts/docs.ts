@@ -1,0 +1,298 @@
+/**
+ * `npm run docs`: rewrites the generated blocks of README.md and docs/*.md from the code.
+ * `npm run docs -- --check` writes nothing and exits 1 naming each stale block
+ * (test/docs.test.ts runs it).
+ *
+ * A block sits between `<!-- generated: <kind> [arguments] -->` and `<!-- end -->`:
+ * - `routes`: the route table, from the OpenAPI document of the app as the tests build it;
+ * - `settings`: the settings table, from the configuration schema (src/config.ts);
+ * - `ls <folder>...`: what `ls` shows of those folders (git-ignored entries left out);
+ * - `imports`: the folder-level import graph of src/ (mermaid), computed from the imports.
+ */
+import { execFileSync } from 'node:child_process'
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import path from 'node:path'
+import { fileURLToPath } from 'node:url'
+import ts from 'typescript'
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
+const BLOCK = /(<!-- generated: ([^\n]*?) -->\n)([\s\S]*?)(<!-- end -->)/g
+
+/** The markdown files that may hold generated blocks. */
+function documents (): string[] {
+  const docs = readdirSync(path.join(ROOT, 'docs')).filter((f) => f.endsWith('.md')).map((f) => path.join('docs', f))
+  return ['README.md', ...docs.sort()]
+}
+
+// ---- routes ----
+
+interface Operation { summary?: string, security?: Array<Record<string, unknown>>, responses: Record<string, { content?: Record<string, unknown> }> }
+
+const SCHEMES: Record<string, string> = { bearerAuth: 'JWT', cookieAuth: 'session cookie', adminApiKey: 'admin key' }
+
+async function openapiDocument (): Promise<{ paths: Record<string, Record<string, Operation>> }> {
+  const { buildApp } = await import('../src/app.js')
+  const { loadConfig } = await import('../src/config.js')
+  const uploads = mkdtempSync(path.join(tmpdir(), 'docs-uploads-'))
+  const config = loadConfig({ NODE_ENV: 'test', LOG_LEVEL: 'silent', SECRET: 'a'.repeat(48), UPLOAD_DIR: uploads }, false)
+  // No query runs: building the app and its document opens no database connection.
+  const app = await buildApp({ config, databaseUrl: 'postgresql://docs@127.0.0.1:1/docs' })
+  try {
+    await app.ready()
+    return app.swagger() as unknown as { paths: Record<string, Record<string, Operation>> }
+  } finally {
+    await app.close()
+    rmSync(uploads, { recursive: true, force: true })
+  }
+}
+
+const cell = (text: string) => text.replace(/\|/g, '\\|').replace(/\n/g, ' ')
+
+async function routesTable (): Promise<string> {
+  const doc = await openapiDocument()
+  const rows = ['| Method | Path | Auth | Does | Success | Errors |', '|---|---|---|---|---|---|']
+  for (const [route, operations] of Object.entries(doc.paths)) {
+    for (const [method, op] of Object.entries(operations)) {
+      const auth = [...new Set((op.security ?? []).flatMap((s) => Object.keys(s).map((k) => SCHEMES[k] ?? k)))].join(' or ') || '–'
+      const statuses = Object.entries(op.responses)
+      const success = statuses.filter(([s]) => Number(s) < 400)
+        .map(([s, r]) => `${s}${r.content ? ' ' + Object.keys(r.content).map((c) => `\`${c}\``).join(', ') : ''}`)
+      const errors = statuses.filter(([s]) => Number(s) >= 400).map(([s]) => s)
+      rows.push(`| ${method.toUpperCase()} | ${route} | ${auth} | ${cell(op.summary ?? '')} | ${success.join('; ')} | ${errors.join(', ') || '–'} |`)
+    }
+  }
+  return rows.join('\n') + '\n'
+}
+
+// ---- settings ----
+
+interface SchemaNode { type?: string, properties?: Record<string, SchemaNode>, anyOf?: SchemaNode[], const?: unknown, default?: unknown, description?: string, env?: string, minimum?: number, maximum?: number, pattern?: string }
+
+/**
+ * The JSDoc comments of src/config.ts's object properties, by their path of keys
+ * (`PORT`, or `server.port` in a nested section): the meaning of a leaf whose schema has no description.
+ */
+function sourceComments (): Map<string, string> {
+  const text = readFileSync(path.join(ROOT, 'src/config.ts'), 'utf8')
+  const comments = new Map<string, string>()
+  const visit = (node: ts.Node, trail: string[]) => {
+    let next = trail
+    if (ts.isPropertyAssignment(node) && (ts.isIdentifier(node.name) || ts.isStringLiteral(node.name))) {
+      next = [...trail, node.name.text]
+      const doc = (ts.getLeadingCommentRanges(text, node.getFullStart()) ?? []).map((r) => text.slice(r.pos, r.end)).filter((c) => c.startsWith('/**')).at(-1)
+      if (doc !== undefined) comments.set(next.join('.'), doc.slice(3, -2).split('\n').map((l) => l.replace(/^\s*\*\s?/, '').trim()).join(' ').trim())
+    }
+    ts.forEachChild(node, (child) => visit(child, next))
+  }
+  visit(ts.createSourceFile('config.ts', text, ts.ScriptTarget.Latest, true), [])
+  return comments
+}
+
+function values (node: SchemaNode): string {
+  if (node.anyOf?.every((n) => n.const !== undefined)) return node.anyOf.map((n) => String(n.const)).join(', ')
+  if (node.anyOf) return node.anyOf.map(values).join(' or ')
+  const range = node.minimum !== undefined || node.maximum !== undefined ? ` ${node.minimum ?? ''}-${node.maximum ?? ''}` : ''
+  return `${node.type ?? 'any'}${range}`
+}
+
+function shown (value: unknown): string {
+  if (value === undefined) return '–'
+  if (value === '') return '(empty)'
+  return `\`${String(value)}\``
+}
+
+async function settingsTable (): Promise<string> {
+  const { EnvSchema } = await import('../src/config.js') as unknown as { EnvSchema: SchemaNode }
+  const comments = sourceComments()
+  const sections: Array<{ title: string, rows: string[] }> = []
+  const walk = (node: SchemaNode, trail: string[]) => {
+    const rows: string[] = []
+    const nested: Array<[string, SchemaNode]> = []
+    for (const [key, child] of Object.entries(node.properties ?? {})) {
+      if (child.type === 'object' && child.properties) { nested.push([key, child]); continue }
+      const env = child.env ?? key
+      const meaning = child.description ?? comments.get([...trail, key].join('.')) ?? ''
+      rows.push(`| \`${env}\` | ${shown(child.default)} | ${cell(values(child))} | ${cell(meaning)} |`)
+    }
+    if (rows.length > 0) sections.push({ title: trail.join('.'), rows })
+    for (const [key, child] of nested) walk(child, [...trail, key])
+  }
+  walk(EnvSchema, [])
+  const head = ['| Variable | Default | Values | Meaning |', '|---|---|---|---|']
+  return sections.map((s) => [...(s.title ? [`**${s.title}**`, ''] : []), ...head, ...s.rows].join('\n')).join('\n\n') + '\n'
+}
+
+// ---- folder listings ----
+
+const lines = (text: string) => new Set(text.split('\n').filter((l) => l !== ''))
+
+function ignored (paths: string[]): Set<string> {
+  if (paths.length === 0) return new Set()
+  try {
+    return lines(execFileSync('git', ['check-ignore', '--stdin'], { cwd: ROOT, input: paths.join('\n'), encoding: 'utf8' }))
+  } catch (error) {
+    // Exit 1: nothing is ignored. No git at all: nothing is left out.
+    return lines((error as { stdout?: string }).stdout ?? '')
+  }
+}
+
+function listing (folders: string[]): string {
+  const list = (folder: string) => {
+    const names = readdirSync(path.join(ROOT, folder)).filter((n) => !n.startsWith('.')).sort()
+    const skip = ignored(names.map((n) => path.join(folder, n)))
+    return names.filter((n) => !skip.has(path.join(folder, n))).join('  ')
+  }
+  const body = folders.length === 1
+    ? list(folders[0]!)
+    : folders.map((f) => `${f}:\n${list(f)}`).join('\n\n')
+  return ['```sh', `$ ls ${folders.join(' ')}`, body, '```', ''].join('\n')
+}
+
+// ---- import graph ----
+
+export interface Edge { from: string, to: string, typeOnly: boolean }
+
+function sourceFiles (dir: string): string[] {
+  return readdirSync(dir).flatMap((name) => {
+    const file = path.join(dir, name)
+    if (statSync(file).isDirectory()) return ignored([path.relative(ROOT, file)]).size > 0 ? [] : sourceFiles(file)
+    return /\.(ts|mts)$/.test(name) && !name.endsWith('.d.ts') ? [file] : []
+  })
+}
+
+/** The node a file belongs to: its folder under src/ (two levels at most: `modules/users`), or the file itself at src/'s top. */
+function nodeOf (file: string): string {
+  const rel = path.relative(path.join(ROOT, 'src'), file)
+  const dir = path.dirname(rel)
+  return dir === '.' ? rel.replace(/\.ts$/, '') : dir.split(path.sep).slice(0, 2).join('/')
+}
+
+/** The workspace packages (packages/<folder>/package.json) by name: an import of one is an edge to `packages/<folder>`. */
+function workspaces (): Map<string, string> {
+  const dir = path.join(ROOT, 'packages')
+  if (!existsSync(dir)) return new Map()
+  return new Map(readdirSync(dir).filter((f) => existsSync(path.join(dir, f, 'package.json')))
+    .map((f) => [JSON.parse(readFileSync(path.join(dir, f, 'package.json'), 'utf8')).name as string, `packages/${f}`]))
+}
+
+/** The folder-level edges of src/: one per (from, to), type-only when every import behind it is. */
+export function importEdges (): Edge[] {
+  const edges = new Map<string, Edge>()
+  const packages = workspaces()
+  for (const file of sourceFiles(path.join(ROOT, 'src'))) {
+    const tree = ts.createSourceFile(file, readFileSync(file, 'utf8'), ts.ScriptTarget.Latest)
+    const add = (specifier: string, typeOnly: boolean) => {
+      const from = nodeOf(file)
+      let to: string | undefined
+      if (specifier.startsWith('.')) {
+        const target = path.resolve(path.dirname(file), specifier).replace(/\.js$/, '.ts')
+        to = nodeOf(existsSync(target) ? target : path.join(target, 'index.ts'))
+      } else {
+        to = [...packages].find(([name]) => specifier === name || specifier.startsWith(name + '/'))?.[1]
+      }
+      if (to === undefined) return
+      if (from === to) return
+      const key = `${from} ${to}`
+      const known = edges.get(key)
+      edges.set(key, { from, to, typeOnly: (known?.typeOnly ?? true) && typeOnly })
+    }
+    const visit = (node: ts.Node) => {
+      if (ts.isImportDeclaration(node) && ts.isStringLiteral(node.moduleSpecifier)) {
+        const clause = node.importClause
+        const named = clause?.namedBindings
+        const allTypes = clause !== undefined && (clause.isTypeOnly ||
+          (clause.name === undefined && named !== undefined && ts.isNamedImports(named) && named.elements.length > 0 && named.elements.every((e) => e.isTypeOnly)))
+        add(node.moduleSpecifier.text, allTypes)
+      } else if (ts.isExportDeclaration(node) && node.moduleSpecifier && ts.isStringLiteral(node.moduleSpecifier)) {
+        add(node.moduleSpecifier.text, node.isTypeOnly)
+      } else if (ts.isCallExpression(node) && node.expression.kind === ts.SyntaxKind.ImportKeyword && node.arguments[0] && ts.isStringLiteral(node.arguments[0])) {
+        add(node.arguments[0].text, false)
+      } else if (ts.isImportTypeNode(node) && ts.isLiteralTypeNode(node.argument) && ts.isStringLiteral(node.argument.literal)) {
+        add(node.argument.literal.text, true)
+      }
+      ts.forEachChild(node, visit)
+    }
+    visit(tree)
+  }
+  return [...edges.values()].sort((a, b) => a.from.localeCompare(b.from) || a.to.localeCompare(b.to))
+}
+
+/** Each cycle between folders, as the list of its nodes (empty: none). */
+export function cycles (edges: Edge[]): string[][] {
+  const next = new Map<string, string[]>()
+  for (const e of edges) next.set(e.from, [...(next.get(e.from) ?? []), e.to])
+  const found: string[][] = []
+  const state = new Map<string, 'open' | 'done'>()
+  const stack: string[] = []
+  const visit = (node: string) => {
+    state.set(node, 'open')
+    stack.push(node)
+    for (const to of next.get(node) ?? []) {
+      if (state.get(to) === 'open') found.push([...stack.slice(stack.indexOf(to)), to])
+      else if (!state.has(to)) visit(to)
+    }
+    stack.pop()
+    state.set(node, 'done')
+  }
+  for (const node of [...next.keys()].sort()) if (!state.has(node)) visit(node)
+  return found
+}
+
+function importGraph (): string {
+  const edges = importEdges()
+  const id = (node: string) => node.replace(/[^A-Za-z0-9]/g, '_')
+  const nodes = [...new Set(edges.flatMap((e) => [e.from, e.to]))].sort()
+  return ['```mermaid', 'flowchart TD',
+    ...nodes.map((n) => `  ${id(n)}["${n}"]`),
+    ...edges.map((e) => `  ${id(e.from)} ${e.typeOnly ? '-. type .->' : '-->'} ${id(e.to)}`),
+    '```', ''].join('\n')
+}
+
+// ---- blocks ----
+
+async function render (kind: string): Promise<string> {
+  const [name, ...args] = kind.split(/\s+/)
+  if (name === 'routes') return await routesTable()
+  if (name === 'settings') return await settingsTable()
+  if (name === 'imports') return importGraph()
+  if (name === 'ls' && args.length > 0) return listing(args)
+  throw new Error(`unknown generated block: ${kind}`)
+}
+
+/** `text` with its generated blocks rewritten, and the kinds of those that changed. */
+export async function refresh (text: string, cache = new Map<string, string>()): Promise<{ text: string, stale: string[] }> {
+  const stale: string[] = []
+  let out = text
+  for (const match of text.matchAll(BLOCK)) {
+    const kind = match[2]!.trim()
+    if (!cache.has(kind)) cache.set(kind, await render(kind))
+    const fresh = cache.get(kind)!
+    if (match[3] === fresh) continue
+    stale.push(kind)
+    out = out.replace(match[0], () => `${match[1]}${fresh}${match[4]}`)
+  }
+  return { text: out, stale }
+}
+
+/** Each stale block as `file: kind`; the files are rewritten unless `check`. */
+export async function run (check: boolean): Promise<string[]> {
+  const stale: string[] = []
+  const cache = new Map<string, string>()
+  for (const file of documents()) {
+    const text = readFileSync(path.join(ROOT, file), 'utf8')
+    const fresh = await refresh(text, cache)
+    stale.push(...fresh.stale.map((kind) => `${file}: ${kind}`))
+    if (!check && fresh.text !== text) writeFileSync(path.join(ROOT, file), fresh.text)
+  }
+  return stale
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  const check = process.argv.includes('--check')
+  const stale = await run(check)
+  for (const block of stale) console.log(`${check ? 'stale' : 'rewrote'}: ${block}`)
+  const loops = cycles(importEdges())
+  for (const loop of loops) console.log(`cycle between src folders: ${loop.join(' -> ')}`)
+  process.exit(check && (stale.length > 0 || loops.length > 0) ? 1 : 0)
+}

@@ -1,0 +1,19 @@
+/**
+ * The generated blocks of README.md and docs/*.md (scripts/docs.ts) say what the code says:
+ * the route table, the settings table, the folder listings and the import graph. A stale
+ * block fails here by file and kind; `npm run docs` rewrites it.
+ */
+import t from 'tap'
+import { refresh, run } from '../scripts/docs.js'
+
+t.test('every generated block matches the code (npm run docs rewrites them)', async (t) => {
+  const stale = await run(true)
+  t.same(stale, [], stale.map((block) => `stale: ${block}`).join('; ') || 'none stale')
+})
+
+t.test('a block that differs from the code is named', async (t) => {
+  const { text, stale } = await refresh('<!-- generated: ls scripts -->\n```sh\n$ ls scripts\nnothing\n```\n<!-- end -->\n')
+  t.same(stale, ['ls scripts'])
+  t.match(text, /docs\.ts/, 'the rewritten block lists the folder as it is')
+  t.same((await refresh(text)).stale, [], 'a fresh block is left alone')
+})
