@@ -6,7 +6,8 @@
  * A block sits between `<!-- generated: <kind> [arguments] -->` and `<!-- end -->`:
  * - `routes`: the route table, from the OpenAPI document of the app as the tests build it;
  * - `settings`: the settings table, from the configuration schema (src/config.ts);
- * - `ls <folder>...`: what `ls` shows of those folders (git-ignored entries left out);
+ * - `ls <folder>...`: what `ls` shows of those folders (git-ignored entries left out; `folder/*`: its subfolders);
+ * - `plugins`: the named plugins of src/ (`fp(fn, { name, dependencies })`) and what each needs;
  * - `imports`: the folder-level import graph of src/ (mermaid), computed from the imports.
  */
 import { execFileSync } from 'node:child_process'
@@ -137,7 +138,11 @@ function ignored (paths: string[]): Set<string> {
   }
 }
 
-function listing (folders: string[]): string {
+function listing (args: string[]): string {
+  // `folder/*`: each of its subfolders.
+  const folders = args.flatMap((a) => a.endsWith('/*')
+    ? readdirSync(path.join(ROOT, a.slice(0, -2))).filter((n) => statSync(path.join(ROOT, a.slice(0, -2), n)).isDirectory()).sort().map((n) => `${a.slice(0, -2)}/${n}`)
+    : [a])
   const list = (folder: string) => {
     const names = readdirSync(path.join(ROOT, folder)).filter((n) => !n.startsWith('.')).sort()
     const skip = ignored(names.map((n) => path.join(folder, n)))
@@ -146,7 +151,29 @@ function listing (folders: string[]): string {
   const body = folders.length === 1
     ? list(folders[0]!)
     : folders.map((f) => `${f}:\n${list(f)}`).join('\n\n')
-  return ['```sh', `$ ls ${folders.join(' ')}`, body, '```', ''].join('\n')
+  return ['```sh', `$ ls ${args.join(' ')}`, body, '```', ''].join('\n')
+}
+
+// ---- plugins ----
+
+/** Every `fp(plugin, { name, dependencies })` of src/: the named plugins and what each needs registered first. */
+function pluginTable (): string {
+  const rows = ['| plugin | file | needs first |', '|---|---|---|']
+  for (const file of sourceFiles(path.join(ROOT, 'src')).sort()) {
+    const visit = (node: ts.Node) => {
+      const options = ts.isCallExpression(node) && ts.isIdentifier(node.expression) && node.expression.text === 'fp' ? node.arguments[1] : undefined
+      if (options && ts.isObjectLiteralExpression(options)) {
+        const field = (key: string) => options.properties.find((p): p is ts.PropertyAssignment => ts.isPropertyAssignment(p) && ts.isIdentifier(p.name) && p.name.text === key)?.initializer
+        const name = field('name')
+        const needs = field('dependencies')
+        const list = needs && ts.isArrayLiteralExpression(needs) ? needs.elements.filter(ts.isStringLiteral).map((e) => `\`${e.text}\``).join(', ') : ''
+        if (name && ts.isStringLiteral(name)) rows.push(`| \`${name.text}\` | ${path.relative(ROOT, file)} | ${list || '–'} |`)
+      }
+      ts.forEachChild(node, visit)
+    }
+    visit(ts.createSourceFile(file, readFileSync(file, 'utf8'), ts.ScriptTarget.Latest))
+  }
+  return rows.join('\n') + '\n'
 }
 
 // ---- import graph ----
@@ -256,6 +283,7 @@ async function render (kind: string): Promise<string> {
   if (name === 'routes') return await routesTable()
   if (name === 'settings') return await settingsTable()
   if (name === 'imports') return importGraph()
+  if (name === 'plugins') return pluginTable()
   if (name === 'ls' && args.length > 0) return listing(args)
   throw new Error(`unknown generated block: ${kind}`)
 }
