@@ -288,6 +288,13 @@ async function render (kind: string): Promise<string> {
   throw new Error(`unknown generated block: ${kind}`)
 }
 
+/** Paths of the repository named in README.md and docs/*.md (`src/db/client.ts`) that do not exist, as `file: path`. */
+export function missingPaths (): string[] {
+  const named = /\b((?:src|test|bench|scripts|deploy|prisma|docs|packages)\/[\w./-]*\w\.(?:ts|mjs|md|cfg|prisma|sql|json|yml|sh))\b/g
+  return documents().flatMap((file) => [...new Set([...readFileSync(path.join(ROOT, file), 'utf8').matchAll(named)].map((m) => m[1]!))]
+    .filter((p) => !existsSync(path.join(ROOT, p))).map((p) => `${file}: ${p}`))
+}
+
 /** `text` with its generated blocks rewritten, and the kinds of those that changed. */
 export async function refresh (text: string, cache = new Map<string, string>()): Promise<{ text: string, stale: string[] }> {
   const stale: string[] = []
@@ -320,7 +327,9 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const check = process.argv.includes('--check')
   const stale = await run(check)
   for (const block of stale) console.log(`${check ? 'stale' : 'rewrote'}: ${block}`)
+  const missing = missingPaths()
+  for (const file of missing) console.log(`no such file: ${file}`)
   const loops = cycles(importEdges())
   for (const loop of loops) console.log(`cycle between src folders: ${loop.join(' -> ')}`)
-  process.exit(check && (stale.length > 0 || loops.length > 0) ? 1 : 0)
+  process.exit(check && (stale.length > 0 || missing.length > 0 || loops.length > 0) ? 1 : 0)
 }

@@ -1,10 +1,11 @@
 /**
  * The generated blocks of README.md and docs/*.md (scripts/docs.ts) say what the code says:
  * the route table, the settings table, the folder listings and the import graph. A stale
- * block fails here by file and kind; `npm run docs` rewrites it.
+ * block fails here by file and kind; `npm run docs` rewrites it. Every file of the
+ * repository the docs name exists.
  */
 import t from 'tap'
-import { refresh, run } from '../scripts/docs.js'
+import { missingPaths, refresh, run } from '../scripts/docs.js'
 
 t.test('every generated block matches the code (npm run docs rewrites them)', async (t) => {
   const stale = await run(true)
@@ -16,4 +17,9 @@ t.test('a block that differs from the code is named', async (t) => {
   t.same(stale, ['ls scripts'])
   t.match(text, /docs\.ts/, 'the rewritten block lists the folder as it is')
   t.same((await refresh(text)).stale, [], 'a fresh block is left alone')
+})
+
+t.test('every file of the repository that README.md and docs/*.md name exists', async (t) => {
+  const missing = missingPaths()
+  t.same(missing, [], missing.map((file) => `no such file: ${file}`).join('; ') || 'all exist')
 })
