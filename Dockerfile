@@ -10,18 +10,23 @@ LABEL stage=user-product-service-build
 ENV CHECKPOINT_DISABLE=1 PRISMA_HIDE_UPDATE_MESSAGE=1
 WORKDIR /app
 COPY package.json package-lock.json ./
+# The plugin packages are npm workspaces: npm ci needs their manifests to link them.
+COPY packages/key-auth/package.json packages/key-auth/
 COPY scripts/postinstall.mjs scripts/postinstall.mjs
 COPY prisma ./prisma
 COPY prisma.config.ts ./
 RUN npm ci --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
+COPY packages ./packages
 COPY src ./src
 # Then keep production dependencies only; --omit=optional drops the embedded PostgreSQL
 # (~100 MB of binaries): the container uses the `db` service.
 # Then trim what never runs here (221 -> 92 MB, docs/deployment.md): source maps, type
-# declarations, effect's TypeScript sources, and Prisma's engines for other databases.
+# declarations, effect's TypeScript sources, and Prisma's engines for other databases; of
+# the plugin packages (built to packages/<name>/dist) only package.json and dist are kept.
 RUN npm run build \
  && npm prune --omit=dev --omit=optional --no-audit --no-fund \
+ && find packages -mindepth 2 -maxdepth 2 ! -name dist ! -name package.json -exec rm -rf {} + \
  && rm -rf node_modules/.cache node_modules/effect/src \
  && find node_modules \( -name '*.map' -o -name '*.d.ts' -o -name '*.d.mts' -o -name '*.d.cts' \) -delete \
  && find node_modules/@prisma/client/runtime node_modules/prisma/build \
@@ -39,6 +44,7 @@ COPY --from=build /app/package.json ./
 COPY --from=build /app/prisma.config.ts ./
 COPY --from=build /app/prisma ./prisma
 COPY --from=build /app/node_modules ./node_modules
+COPY --from=build /app/packages ./packages
 COPY --from=build /app/dist ./dist
 USER node
 EXPOSE 3000

@@ -3,35 +3,54 @@ import { fileURLToPath } from 'node:url'
 import neostandard from 'neostandard'
 
 const root = path.dirname(fileURLToPath(import.meta.url))
-const src = path.join(root, 'src')
 
-// The reusable plugins (src/plugins/<name>/README.md) are packages inside this repository:
-// a plugin imports its own files and npm packages, never the service around it, and the
-// service (and tests) use a plugin only through its index.ts. `n/no-restricted-import`
-// matches absolute patterns against the resolved file, so relative depth does not matter.
-const plugins = ['keyauth', 'context', 'routing']
-const pluginEdges = plugins.map((name) => ({
-  files: [`src/plugins/${name}/**/*.ts`],
+// The plugin packages (packages/<name>/, npm workspaces) can be published as they are, so a
+// package imports its own files, node:* and npm packages, never the service around it nor a
+// sibling's files. `n/no-restricted-import` matches these patterns against the resolved file,
+// so a relative path of any depth is caught. A package's tests may use its siblings by name
+// (they are devDependencies there); its sources may not (the context plugin finds the routing
+// plugin at run time, through app.getRouteURL).
+const packages = ['key-auth', 'context', 'routing']
+const packageEdges = packages.flatMap((name) => [{
+  files: [`packages/${name}/**/*.ts`],
   rules: {
     'n/no-restricted-import': ['error', [{
-      name: [`${src}/**`, `!${src}/plugins/${name}/**`],
-      message: `a plugin package imports nothing from the service (see src/plugins/${name}/README.md)`
+      name: [`${root}/**`, `!${root}/packages/${name}/**`, `!${root}/node_modules/**`],
+      message: `a plugin package imports only its own files and npm packages (packages/${name}/README.md)`
     }]]
   }
-}))
-const publicApis = {
-  files: ['src/**/*.ts', 'test/**/*.ts', 'bench/**/*.ts', 'scripts/**/*.ts'],
-  ignores: plugins.map((name) => `src/plugins/${name}/**`),
+}, {
+  files: [`packages/${name}/src/**/*.ts`],
   rules: {
-    'n/no-restricted-import': ['error', [{
-      name: plugins.flatMap((name) => [`${src}/plugins/${name}/**`, `!${src}/plugins/${name}/index.ts`]),
-      message: 'use a plugin only through its index.ts (its public API)'
-    }]]
+    'no-restricted-imports': ['error', {
+      patterns: [{ group: ['@user-product-service/*'], message: 'a plugin package does not depend on its siblings' }]
+    }]
+  }
+}])
+// The service, its tests, bench and scripts use a package by its name only (its exports),
+// never a file inside it.
+const byName = {
+  files: ['src/**/*.ts', 'test/**/*.ts', 'bench/**/*.ts', 'scripts/**/*.ts'],
+  rules: {
+    'no-restricted-imports': ['error', {
+      patterns: [
+        { group: ['**/packages/**'], message: 'import a plugin package by its name (@user-product-service/<name>)' },
+        { group: ['@user-product-service/*/**'], message: 'a plugin package has one entry point: its name' }
+      ]
+    }]
   }
 }
 
+// Every import names a package listed in the nearest package.json: the service's for src/,
+// test/, bench/ and scripts/, a plugin package's own for its files.
+const listedImports = {
+  files: ['**/*.ts', '**/*.js', '**/*.mjs'],
+  rules: { 'n/no-extraneous-import': 'error' }
+}
+
 export default [
-  ...neostandard({ ts: true, ignores: ['dist/**', 'src/generated/**', 'node_modules/**', '.data/**', 'coverage/**', '.tap/**'] }),
-  ...pluginEdges,
-  publicApis
+  ...neostandard({ ts: true, ignores: ['**/dist/**', 'src/generated/**', '**/node_modules/**', '.data/**', 'coverage/**', '**/.tap/**'] }),
+  listedImports,
+  ...packageEdges,
+  byName
 ]

@@ -12,7 +12,7 @@ import t from 'tap'
 import { Type } from 'typebox'
 import errorHandler, { KNOWN_CODES } from '../src/plugins/error-handler.js'
 import * as contextExports from '../src/plugins/context/index.js'
-import * as keyauthExports from '../src/plugins/keyauth/index.js'
+import * as keyauthExports from '@user-product-service/key-auth'
 import * as routingExports from '../src/plugins/routing/index.js'
 import { assertProblem } from './helpers/assertions.js'
 

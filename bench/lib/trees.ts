@@ -4,7 +4,7 @@
  * copy of the project (`src/server.ts`). Each runs with the working tree's node_modules
  * (a symlink) and generated Prisma client, so only the source differs.
  */
-import { execFileSync } from 'node:child_process'
+import { execFileSync, spawnSync } from 'node:child_process'
 import { cpSync, existsSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
@@ -27,7 +27,11 @@ export function prepareTree (spec: string): ServiceTree {
   }
   const rev = execFileSync('git', ['rev-parse', '--short', spec], { cwd: ROOT, encoding: 'utf8' }).trim()
   const dir = mkdtempSync(path.join(os.tmpdir(), `ups-bench-${rev}-`))
-  const archive = execFileSync('git', ['archive', '--format=tar', rev, 'src', 'prisma', 'tsconfig.json', 'package.json', 'prisma.config.ts'], { cwd: ROOT, maxBuffer: 1 << 28 })
+  // The plugin packages (packages/, where the revision has them): tsconfig.json's paths point
+  // the service at their sources, so that revision's plugins run, not the working tree's.
+  const hasPackages = spawnSync('git', ['cat-file', '-e', `${rev}:packages`], { cwd: ROOT }).status === 0
+  const paths = ['src', 'prisma', 'tsconfig.json', 'package.json', 'prisma.config.ts', ...(hasPackages ? ['packages'] : [])]
+  const archive = execFileSync('git', ['archive', '--format=tar', rev, ...paths], { cwd: ROOT, maxBuffer: 1 << 28 })
   execFileSync('tar', ['-x', '-C', dir], { input: archive })
   // Not in git: the generated client (same schema assumed) and the installed packages.
   cpSync(path.join(ROOT, 'src', 'generated'), path.join(dir, 'src', 'generated'), { recursive: true })

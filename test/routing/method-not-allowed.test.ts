@@ -4,7 +4,7 @@
  */
 import Fastify, { type FastifyInstance } from 'fastify'
 import t from 'tap'
-import keyAuth from '../../src/plugins/keyauth/index.js'
+import keyAuth from '@user-product-service/key-auth'
 import routing, { RouteMethodNotAllowedError, RoutingOptionError } from '../../src/plugins/routing/index.js'
 
 async function methodsApp (t: { teardown: (fn: () => unknown) => void }, options = {}): Promise<FastifyInstance> {

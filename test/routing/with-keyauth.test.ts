@@ -5,7 +5,7 @@
  */
 import Fastify, { type FastifyInstance } from 'fastify'
 import t from 'tap'
-import keyAuth from '../../src/plugins/keyauth/index.js'
+import keyAuth from '@user-product-service/key-auth'
 import routing from '../../src/plugins/routing/index.js'
 
 const KEY = 'sesame0123456789' // no '-': /segment/:key-:rest splits at the first one

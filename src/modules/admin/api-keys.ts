@@ -3,7 +3,7 @@
  * sent as `Authorization: Bearer <key>`; every configured key is valid, so a key can be
  * rotated without downtime (add the new one, move clients over, remove the old one).
  * Refusals leave as problem details like every other error of the service, with the
- * key-auth's texts (src/plugins/keyauth/README.md, "Errors") as their detail.
+ * key-auth's texts (packages/key-auth/README.md, "Errors") as their detail.
  */
 import createError from '@fastify/error'
 import { normalizeIP } from '@fastify/rate-limit'
@@ -18,7 +18,7 @@ import {
   KeyAuthMissingOrMalformedError,
   MISSING_OR_MALFORMED_MESSAGE,
   type KeyAuthPluginOptions
-} from '../../plugins/keyauth/index.js'
+} from '@user-product-service/key-auth'
 
 const ApiKeyMissing = createError('API_KEY_MISSING', MISSING_OR_MALFORMED_MESSAGE, 401)
 const ApiKeyInvalid = createError('API_KEY_INVALID', INVALID_KEY_MESSAGE, 401)

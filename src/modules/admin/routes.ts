@@ -6,7 +6,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { problems } from '../../lib/responses.js'
 import { IdParams, NoContent, Page, PageQuery } from '../../lib/schemas.js'
-import keyAuth from '../../plugins/keyauth/index.js'
+import keyAuth from '@user-product-service/key-auth'
 import { User } from '../users/schemas.js'
 import { adminApiKey, adminKeyAuthOptions, type KeyFailureLimit } from './api-keys.js'
 

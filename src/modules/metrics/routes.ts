@@ -5,7 +5,7 @@
  * Never shed, never rate-limited, and left out of the OpenAPI document.
  */
 import type { FastifyPluginAsync } from 'fastify'
-import keyAuth from '../../plugins/keyauth/index.js'
+import keyAuth from '@user-product-service/key-auth'
 import { adminKeyAuthOptions, type KeyFailureLimit } from '../admin/api-keys.js'
 
 export interface MetricsRoutesOptions {

@@ -5,7 +5,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import fastifyFormbody from '@fastify/formbody'
 import t from 'tap'
-import keyAuth, { KeyAuthInvalidKeyError, keyAuthHook, type KeyAuthHook } from '../../src/plugins/keyauth/index.js'
+import keyAuth, { KeyAuthInvalidKeyError, keyAuthHook, type KeyAuthHook } from '@user-product-service/key-auth'
 import { bare, GOOD_KEY, OTHER_KEY, validator } from './helpers.js'
 
 const auth = (key: string) => ({ authorization: `Bearer ${key}` })

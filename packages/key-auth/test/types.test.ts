@@ -7,7 +7,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import Fastify, { type FastifyReply, type FastifyRequest } from 'fastify'
 import t from 'tap'
 import { Type } from 'typebox'
-import * as keyauthModule from '../../src/plugins/keyauth/index.js'
+import * as keyauthModule from '@user-product-service/key-auth'
 import keyAuth, {
   createKeySet,
   KeyAuthInvalidKeyError,
@@ -20,7 +20,7 @@ import keyAuth, {
   type KeyAuthPluginOptions,
   type KeyLookup,
   type KeySet
-} from '../../src/plugins/keyauth/index.js'
+} from '@user-product-service/key-auth'
 
 /** True when A and B are the same type. */
 type Equal<A, B> = (<T>() => T extends A ? 1 : 2) extends (<T>() => T extends B ? 1 : 2) ? true : false

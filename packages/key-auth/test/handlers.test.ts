@@ -6,7 +6,7 @@ import keyAuth, {
   KeyAuthInvalidKeyError,
   KeyAuthMissingOrMalformedError,
   type KeyAuthErrorHandler
-} from '../../src/plugins/keyauth/index.js'
+} from '@user-product-service/key-auth'
 import { GOOD_KEY, guarded, OTHER_KEY } from './helpers.js'
 
 const MISSING = 'missing or malformed API Key'

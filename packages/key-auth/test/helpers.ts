@@ -1,6 +1,6 @@
 /** Bare Fastify apps for the key-auth tests: no database, just the plugin and a route or two. */
 import Fastify, { type FastifyInstance } from 'fastify'
-import keyAuth, { createKeySet, type KeyAuthPluginOptions } from '../../src/plugins/keyauth/index.js'
+import keyAuth, { createKeySet, type KeyAuthPluginOptions } from '@user-product-service/key-auth'
 
 export const GOOD_KEY = 'correct-key-0123456789'
 export const OTHER_KEY = 'rotated-key-abcdefghij'

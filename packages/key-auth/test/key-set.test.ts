@@ -1,7 +1,7 @@
 /** The constant-time key-set helper: results, rotation, and how it compares. */
 import crypto from 'node:crypto'
 import t from 'tap'
-import { createKeySet, KeyAuthOptionError } from '../../src/plugins/keyauth/index.js'
+import { createKeySet, KeyAuthOptionError } from '@user-product-service/key-auth'
 
 const CURRENT = 'key-current-0123456789abcdef'
 const PREVIOUS = 'key-previous-0123456789abcdef'
@@ -50,7 +50,7 @@ t.test('the keys are not kept, only their digests', async (t) => {
 t.test('every check compares 32-byte SHA-256 digests against every key, with no early return', async (t) => {
   const calls: [Buffer, Buffer][] = []
   const hashed: string[] = []
-  const { createKeySet: spied } = await t.mockImport<typeof import('../../src/plugins/keyauth/key-set.js')>('../../src/plugins/keyauth/key-set.js', {
+  const { createKeySet: spied } = await t.mockImport<typeof import('../src/key-set.js')>('../src/key-set.js', {
     'node:crypto': {
       ...crypto,
       createHash: (algorithm: string) => { hashed.push(algorithm); return crypto.createHash(algorithm) },

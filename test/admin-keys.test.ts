@@ -3,11 +3,11 @@ import { spawn } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { Writable } from 'node:stream'
 import t from 'tap'
-import { ConfigError, loadConfig } from '../../src/config.js'
-import { PROJECT_ROOT } from '../../src/db/prisma-cli.js'
-import { apiKeyWeakness, estimatedKeyBits } from '../../src/lib/api-keys.js'
-import { SERVER_ENV } from '../faults/helpers/server.js'
-import { build, injectAs, registerAndLogin, TEST_ENV } from '../helpers/build.js'
+import { ConfigError, loadConfig } from '../src/config.js'
+import { PROJECT_ROOT } from '../src/db/prisma-cli.js'
+import { apiKeyWeakness, estimatedKeyBits } from '../src/lib/api-keys.js'
+import { SERVER_ENV } from './faults/helpers/server.js'
+import { build, injectAs, registerAndLogin, TEST_ENV } from './helpers/build.js'
 
 const [CURRENT, PREVIOUS] = TEST_ENV.ADMIN_API_KEYS!.split(',') as [string, string]
 const admin = (key: string) => ({ authorization: `Bearer ${key}` })
@@ -15,7 +15,7 @@ const admin = (key: string) => ({ authorization: `Bearer ${key}` })
 t.test('admin routes', async (t) => {
   const app = await build(t)
 
-  await t.test('refusals are 401 problem details with the SPEC.md texts', async (t) => {
+  await t.test('refusals are 401 problem details with the key-auth texts', async (t) => {
     const cases: [string, Record<string, string>, string, string][] = [
       ['no key', {}, 'API_KEY_MISSING', 'missing or malformed API Key'],
       ['no scheme', { authorization: CURRENT }, 'API_KEY_MISSING', 'missing or malformed API Key'],
@@ -201,7 +201,7 @@ t.test('a weak ADMIN_API_KEYS stops the server with the configuration exit (78) 
     child.on('close', () => clearTimeout(stop))
   })
   t.equal(code, 78, output)
-  t.match(output, /ADMIN_API_KEYS key #2 is too predictable .*generate one with `openssl rand -base64 32`/, 'the key of issue 19 item 9, named by position')
+  t.match(output, /ADMIN_API_KEYS key #2 is too predictable .*generate one with `openssl rand -base64 32`/, 'a predictable key, named by its position in the list')
   t.notMatch(output, /0123456789abcdef/, 'never printed')
   t.notMatch(output, /\n\s+at /, 'no stack trace')
 })

@@ -4,7 +4,7 @@ import net, { type AddressInfo } from 'node:net'
 import fastifyCookie from '@fastify/cookie'
 import fastifyFormbody from '@fastify/formbody'
 import t from 'tap'
-import keyAuth from '../../src/plugins/keyauth/index.js'
+import keyAuth from '@user-product-service/key-auth'
 import { bare, GOOD_KEY, guarded, validator } from './helpers.js'
 
 const MISSING = 'missing or malformed API Key'

@@ -6,7 +6,7 @@ import keyAuth, {
   KeyAuthOptionError,
   keyAuthHook,
   type KeyAuthPluginOptions
-} from '../../src/plugins/keyauth/index.js'
+} from '@user-product-service/key-auth'
 import { bare, GOOD_KEY, guarded, validator } from './helpers.js'
 
 const OPTION_ERROR = 'FST_KEYAUTH_INVALID_OPTION'
