@@ -1,5 +1,5 @@
 /**
- * Product images and the CSV catalogue (issue 12, "Measured"), on the service as shipped
+ * Product images and the CSV catalogue, on the service as shipped
  * (src/server.ts, production settings, images in a temp UPLOAD_DIR):
  *
  * 1. the CSV export of the whole catalogue: CATALOGUE_ROWS products (10,000) seeded with one

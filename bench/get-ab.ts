@@ -30,7 +30,7 @@ import { prepareTree, workingTree, type ServiceTree } from './lib/trees.js'
 
 const SECONDS = Number(process.env.AB_SECONDS ?? 8)
 const PASSES = Number(process.env.AB_PASSES ?? 3)
-const SPECS = (process.env.AB_TREES ?? '').split(',').filter((s) => s !== '')
+const REVISIONS = (process.env.AB_TREES ?? '').split(',').filter((s) => s !== '')
 const READERS = 50
 const TICK_US = 1e6 / 100 // USER_HZ: /proc times are in 1/100 s on Linux
 
@@ -92,10 +92,10 @@ async function measure (tree: ServiceTree, env: Record<string, string>, database
 }
 
 async function main (): Promise<void> {
-  if (SPECS.length === 0) { console.error('AB_TREES: one or more git revisions or project copies to compare with the working tree'); process.exit(2) }
+  if (REVISIONS.length === 0) { console.error('AB_TREES: one or more git revisions or project copies to compare with the working tree'); process.exit(2) }
   const startedAt = new Date()
-  const trees = [workingTree(), ...SPECS.map(prepareTree)]
-  const envs = [treeEnv(undefined), ...SPECS.map(treeEnv)]
+  const trees = [workingTree(), ...REVISIONS.map(prepareTree)]
+  const envs = [treeEnv(undefined), ...REVISIONS.map(treeEnv)]
   const names = trees.map((t) => t.dir === ROOT ? 'working tree' : t.name)
   const database = await benchDatabase()
   console.log(`get-ab: ${PASSES} passes of ${SECONDS} s, ${names.join(' vs ')}; ${database.description}; load ${formatLoad(os.loadavg())}`)

@@ -1,5 +1,5 @@
 /**
- * Load shedding under a 3x overload (issue 14, item 6; docs/operations.md, "Load shedding").
+ * Load shedding under a 3x overload (docs/operations.md, "Load shedding").
  *
  * In one run, against the same database and the same user pool, GET /api/user/:id:
  * 1. capacity: 50 connections in a closed loop (autocannon) on the service as shipped;

@@ -1,5 +1,5 @@
 /**
- * Replicas behind a proxy on this machine (issue 14, "Measured"): GET /api/user/:id (the
+ * Replicas behind a proxy on this machine: GET /api/user/:id (the
  * authenticated read: JWT, the token's user read, the user read) with 50 connections
  *
  *   - straight to one service process (no proxy): the reference;

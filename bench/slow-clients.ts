@@ -1,5 +1,5 @@
 /**
- * What a slow-client attack costs (issue 19, item 1, "Measured"): how many attacking
+ * What a slow-client attack costs: how many attacking
  * connections, from how many addresses, at how many bytes a second, push the p99 of normal
  * requests past 1 s (or their success under 99%), for each version of the service, alone
  * and behind HAProxy (deploy/haproxy.cfg of that version), defaults as shipped.
@@ -20,8 +20,8 @@
  * For each setup N grows through the steps until the normal load fails (p99 > 1 s or under 99%
  * 2xx); the attack gets RAMP_MS to take hold before the normal load runs for SECONDS.
  *
- *   SLOW_TREES=8be4c33 npx tsx bench/slow-clients.ts   the working tree and 8be4c33 (before the
- *                                                        fix); rewrites "Slow-client attacks"
+ *   SLOW_TREES=8be4c33 npx tsx bench/slow-clients.ts   the working tree and 8be4c33 (no per-client
+ *                                                        limits); rewrites "Slow-client attacks"
  *                                                        in bench/README.md (~17 min)
  *   npx tsx bench/slow-clients.ts --quick               the working tree only, N of 64 and 256,
  *                                                        3 s per step, prints only (~3 min)
@@ -59,7 +59,7 @@ const ATTACKS = (process.env.SLOW_ATTACKS ?? KINDS.join(',')).split(',') as Atta
 const NORMAL_RATE = Number(process.env.SLOW_NORMAL_RATE ?? 200)
 const READ_RATE = Number(process.env.SLOW_READ_RATE ?? 4096)
 const PER_ADDRESS = Number(process.env.SLOW_PER_ADDRESS ?? 32)
-const SPECS = (process.env.SLOW_TREES ?? '').split(',').filter((s) => s !== '')
+const REVISIONS = (process.env.SLOW_TREES ?? '').split(',').filter((s) => s !== '')
 const WRITE = process.env.SLOW_WRITE !== undefined ? process.env.SLOW_WRITE !== '0' : !quick
 /** Past the first window of the minimum rates (5 s): the attack's steady state, cuts and reconnections included. */
 const RAMP_MS = quick ? 2000 : 6000
@@ -245,7 +245,7 @@ async function main (): Promise<void> {
   const startedAt = new Date()
   const loadAtStart = os.loadavg()
   console.log(`slow-clients: steps ${STEPS.join(', ')}, ${SECONDS} s per step, ${NORMAL_RATE} req/s normal load, on ${describeMachine(machine())}; load ${formatLoad(loadAtStart)}`)
-  const trees: Array<{ tree: ServiceTree, spec?: string }> = [{ tree: workingTree() }, ...SPECS.map((spec) => ({ tree: prepareTree(spec), spec }))]
+  const trees: Array<{ tree: ServiceTree, spec?: string }> = [{ tree: workingTree() }, ...REVISIONS.map((spec) => ({ tree: prepareTree(spec), spec }))]
   const database = await benchDatabase()
   const uploads = mkdtempSync(path.join(os.tmpdir(), 'ups-bench-slow-uploads-'))
   const setups: Setup[] = []
@@ -276,7 +276,7 @@ async function main (): Promise<void> {
             await settle(1000)
           }
           loads.push(`${tree.name} ${placement}: ${formatLoad(os.loadavg())}`)
-          // Before the fix no limit knows addresses: many addresses are one address there.
+          // A version without per-client limits does not tell addresses apart: many are one there.
           const spreads = spec === undefined ? ['one', 'many'] as const : ['one'] as const
           for (const kind of ATTACKS) {
             for (const spread of spreads) {

@@ -210,7 +210,7 @@ try {
   if (failures.length > 0) console.log(`first failures:\n${failures.slice(0, 10).join('\n')}`)
   if (WRITE) {
     const text = readFileSync(README, 'utf8')
-    const section = '## Soak\n\n`bench/soak.ts` (issue 6; docs/reliability.md): the real server under a steady mixed load for minutes, ' +
+    const section = '## Soak\n\n`bench/soak.ts` (docs/reliability.md): the real server under a steady mixed load for minutes, ' +
       'its memory after a forced GC compared at start and end. Rerun with `SOAK_WRITE=1` to replace this section.\n\n' + `${report}\n`
     const at = text.search(/^## Soak$/m)
     // Append-only for the rest of the file: the Soak section is the last one, and only it is replaced.

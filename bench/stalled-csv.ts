@@ -1,5 +1,5 @@
 /**
- * Memory held by stalled CSV readers (issue 19, item 2): the service as shipped
+ * Memory held by stalled CSV readers: the service as shipped
  * (src/server.ts, production settings) with a catalogue of long rows, and STALLED_READERS
  * (250) connections that each ask for the whole catalogue as CSV, read the answer's head,
  * then stop reading (the socket paused: the kernel buffers fill, then nothing moves). The
@@ -36,7 +36,7 @@ import { prepareTree, workingTree, type ServiceTree } from './lib/trees.js'
 const quick = process.argv.includes('--quick')
 const READERS = Number(process.env.STALLED_READERS ?? (quick ? 50 : 250))
 const ROWS = Number(process.env.STALLED_ROWS ?? (quick ? 500 : 2000))
-const SPECS = (process.env.STALLED_TREES ?? '').split(',').filter((s) => s !== '')
+const REVISIONS = (process.env.STALLED_TREES ?? '').split(',').filter((s) => s !== '')
 const WRITE = process.env.STALLED_WRITE !== undefined ? process.env.STALLED_WRITE !== '0' : !quick
 /** RSS has settled when it moved less than this over SETTLE_MS. */
 const SETTLE_MB = 2
@@ -187,7 +187,7 @@ async function main (): Promise<void> {
   const startedAt = new Date()
   const loadAtStart = os.loadavg()
   console.log(`stalled-csv: ${READERS} stalled readers of ${ROWS} long products on ${describeMachine(machine())}; load ${formatLoad(loadAtStart)}`)
-  const trees = [workingTree(), ...SPECS.map(prepareTree)]
+  const trees = [workingTree(), ...REVISIONS.map(prepareTree)]
   const database = await benchDatabase()
   const runs: Run[] = []
   try {

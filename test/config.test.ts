@@ -37,7 +37,7 @@ t.test('a wrong value stops the service with a message naming the variable', asy
 t.test('session settings', async (t) => {
   t.match(loadConfig({ ACCESS_TOKEN_TTL: '5m', REFRESH_TOKEN_TTL: '7d', CSRF_TRUSTED_ORIGINS: ' https://app.example.com , http://localhost:5173 ' }, false),
     { ACCESS_TOKEN_TTL: '5m', REFRESH_TOKEN_TTL: '7d', CSRF_TRUSTED_ORIGINS: ['https://app.example.com', 'http://localhost:5173'] })
-  t.equal(loadConfig({ JWT_EXPIRES_IN: '2h' }, false).ACCESS_TOKEN_TTL, '2h', 'the old name still works')
+  t.equal(loadConfig({ JWT_EXPIRES_IN: '2h' }, false).ACCESS_TOKEN_TTL, '2h', 'JWT_EXPIRES_IN is read as an alias')
   t.throws(() => loadConfig({ JWT_EXPIRES_IN: '2h', ACCESS_TOKEN_TTL: '5m' }, false), { name: 'ConfigError', message: /ACCESS_TOKEN_TTL or JWT_EXPIRES_IN/ }, 'not both')
   t.throws(() => loadConfig({ ACCESS_TOKEN_TTL: '2h', REFRESH_TOKEN_TTL: '1h' }, false), { name: 'ConfigError', message: /REFRESH_TOKEN_TTL must be longer/ })
 })
@@ -87,7 +87,7 @@ t.test('development keeps its generated SECRET across restarts; production never
   await t.rejects(stat(other), { code: 'ENOENT' }, 'nothing written in production')
 })
 
-t.test('database URL: DATABASE_URL wins, else the DB_* variables of SPEC.md', async (t) => {
+t.test('database URL: DATABASE_URL wins, else the DB_* variables', async (t) => {
   t.equal(configuredDatabaseUrl(loadConfig({ DATABASE_URL: 'postgresql://a@h/db', DB_HOST: 'other' }, false)), 'postgresql://a@h/db')
   t.equal(
     configuredDatabaseUrl(loadConfig({ DB_HOST: 'db', DB_PORT: '6543', DB_USER: 'app user', DB_PASSWORD: 'p@ss:w/rd', DB_NAME: 'shop' }, false)),

@@ -1,7 +1,7 @@
 /**
  * The local start (`npm start`, `npm run db:migrate`) is as sturdy as the container: the real
  * server process on the embedded PostgreSQL, killed and restarted, misconfigured, run as root
- * from a private folder. Each case failed before issue 9's fixes.
+ * from a private folder.
  */
 import { execFile, spawn } from 'node:child_process'
 import { chmod, cp, mkdir, mkdtemp, readdir, readFile, realpath, rm, stat, symlink, writeFile } from 'node:fs/promises'

@@ -107,7 +107,7 @@ t.test('tokens on GET /api/user/:id', async (t) => {
   })
 })
 
-t.test('ACCESS_TOKEN_TTL sets the lifetime; JWT_EXPIRES_IN, its old name, still does', async (t) => {
+t.test('ACCESS_TOKEN_TTL sets the lifetime; so does JWT_EXPIRES_IN, its alias', async (t) => {
   for (const [name, value, seconds] of [['ACCESS_TOKEN_TTL', '2h', 7200], ['JWT_EXPIRES_IN', '5m', 300]] as const) {
     const app = await build(t, { env: { [name]: value } })
     const me = await registerAndLogin(app)

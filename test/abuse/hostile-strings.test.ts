@@ -1,7 +1,7 @@
 /**
  * Strings PostgreSQL cannot store: NUL (U+0000, SQLSTATE 22021) and unpaired UTF-16
- * surrogates (the driver cannot encode them). Each used to reach the database and answer
- * 500 (issue 10, item 1). Every string field of every route that takes a body (read from
+ * surrogates (the driver cannot encode them): reaching the database, each would answer 500.
+ * Every string field of every route that takes a body (read from
  * the OpenAPI document, so a new route or field is covered too) is sent each of them in an
  * otherwise valid request, with a valid token where the route needs one: the answer is a
  * 400 from the schema that names the field, and nothing is written.

@@ -1,5 +1,5 @@
 /**
- * Rolling restart on the host (issue 14, item 3): three instances of the real server on free
+ * Rolling restart on the host: three instances of the real server on free
  * loopback ports, HAProxy from Debian's packages running deploy/haproxy.cfg (the compose
  * file's proxy; test/deploy/helpers/haproxy.ts), the database of the suite and the local
  * Redis on 127.0.0.1:6379 (a key prefix of this run). Under a steady mixed load (reads,

@@ -1,5 +1,5 @@
 /**
- * Issue 19, item 1 behind the compose proxy (deploy/haproxy.cfg on Debian's HAProxy, the API
+ * Slow clients behind the compose proxy (deploy/haproxy.cfg on Debian's HAProxy, the API
  * trusting it as compose does: TRUST_PROXY): the slow-body and stalled-reader attacks do not
  * take the service away from others, though the proxy gives a replica only 64 slots.
  * - slow bodies are buffered by the proxy and never take a replica slot: answered 408 by the
@@ -11,8 +11,8 @@
  * - large answers (image, CSV) take their own lane (`api_bulk`, 8 slots per replica, 4 bulk
  *   requests per address): 64 stalled readers of a 16 MiB image from 2 addresses fill that
  *   lane only (the rest 429 from the proxy) and login and reads from another address are
- *   served at once, with the shipped `timeout client` (10 s). With one lane they held the
- *   replica's 64 slots and the others got 503 after the 2 s queue.
+ *   served at once, with the shipped `timeout client` (10 s). In one lane they would hold the
+ *   replica's 64 slots and the others would get 503 after the 2 s queue.
  * Clients are loopback addresses (127.0.0.2 the attacker, 127.0.0.1 the others).
  */
 import type { AddressInfo } from 'node:net'

@@ -1,13 +1,13 @@
 /**
- * A user deleted while their requests are in flight (issue 10, item 3). Over a real
+ * A user deleted while their requests are in flight. Over a real
  * socket, 40 concurrent `POST /api/product` with the user's token race the deletion of that
  * user, by the user (`DELETE /api/user/:id`) or by an admin (`DELETE /api/admin/users/:id`),
  * and 10 concurrent `PATCH /api/user/:id` race it too. A request whose user is gone answers
- * 401 (the token no longer names a user) or 404, never 500 (the product insert used to
- * fail on the foreign key, P2003 / SQLSTATE 23503), and nothing is left half-written:
+ * 401 (the token no longer names a user) or 404, never 500 (the product insert must not
+ * reach the foreign key, P2003 / SQLSTATE 23503), and nothing is left half-written:
  * the database holds no product of the deleted user. A login whose password was checked just
- * before its user was deleted answers 401 and writes no session (its insert used to fail on
- * the foreign key: 500).
+ * before its user was deleted answers 401 and writes no session (rather than a 500 from the
+ * session insert on the foreign key).
  */
 import t, { type Test } from 'tap'
 import { build, registerAndLogin, TEST_ENV, type TestApp } from '../helpers/build.js'

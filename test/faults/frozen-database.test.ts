@@ -1,5 +1,5 @@
 /**
- * A database that hangs instead of refusing (issue 10, item 10): requests answer 503 in
+ * A database that hangs instead of refusing: requests answer 503 in
  * problem details within seconds instead of waiting forever, `/health/ready` answers
  * within 2 s, and its 503 is logged as a warning without a stack trace.
  *

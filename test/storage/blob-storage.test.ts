@@ -1,8 +1,8 @@
 /**
  * FileBlobStorage (src/storage/blob-storage.ts): a `put` whose body fails leaves no file,
- * not even its temp file, however early the body fails: before the fix, a body that failed
- * before the temp file was open had its `rm` run first, and the open then left an empty
- * `.part` behind (seen under load in test/product-images.test.ts).
+ * not even its temp file, however early the body fails: a body that fails before the temp
+ * file is open must not have its `rm` run first, or the open would leave an empty `.part`
+ * behind.
  */
 import { mkdtemp, readdir, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
@@ -14,8 +14,8 @@ import { FileBlobStorage } from '../../src/storage/blob-storage.js'
 
 t.test('bodies that fail at once leave no temp file (6 rounds of 500 puts)', async (t) => {
   // A race with the asynchronous open, so several rounds, every other one with the thread
-  // pool busy; it catches the race often, not always: without the fix, 10 rounds (2 s wait)
-  // failed in 1 of 2 runs here, and 4 rounds run by tsx alone left 1-2 files in half of them.
+  // pool busy: it catches the race often, not always (with the `rm` run before the open,
+  // 10 rounds failed in 1 of 2 runs here, and 4 rounds left 1-2 files in half of them).
   for (let round = 1; round <= 6; round++) {
     const root = await mkdtemp(path.join(tmpdir(), 'blobs-'))
     t.teardown(async () => { await rm(root, { recursive: true, force: true }) })
