@@ -68,7 +68,7 @@ async function routesTable (): Promise<string> {
 
 // ---- settings ----
 
-interface SchemaNode { type?: string, properties?: Record<string, SchemaNode>, anyOf?: SchemaNode[], const?: unknown, default?: unknown, description?: string, env?: string, minimum?: number, maximum?: number, pattern?: string }
+interface SchemaNode { type?: string, properties?: Record<string, SchemaNode>, anyOf?: SchemaNode[], const?: unknown, default?: unknown, description?: string, env?: string, fromFile?: boolean, aliases?: string[], minimum?: number, maximum?: number, pattern?: string }
 
 /**
  * The JSDoc comments of src/config.ts's object properties, by their path of keys
@@ -93,7 +93,8 @@ function sourceComments (): Map<string, string> {
 function values (node: SchemaNode): string {
   if (node.anyOf?.every((n) => n.const !== undefined)) return node.anyOf.map((n) => String(n.const)).join(', ')
   if (node.anyOf) return node.anyOf.map(values).join(' or ')
-  const range = node.minimum !== undefined || node.maximum !== undefined ? ` ${node.minimum ?? ''}-${node.maximum ?? ''}` : ''
+  const { minimum: min, maximum: max } = node
+  const range = min !== undefined && max !== undefined ? ` ${min}-${max}` : min !== undefined ? ` >= ${min}` : max !== undefined ? ` <= ${max}` : ''
   return `${node.type ?? 'any'}${range}`
 }
 
@@ -113,8 +114,10 @@ async function settingsTable (): Promise<string> {
     for (const [key, child] of Object.entries(node.properties ?? {})) {
       if (child.type === 'object' && child.properties) { nested.push([key, child]); continue }
       const env = child.env ?? key
+      // A leaf read from a file too (`SECRET_FILE`), or under other names.
+      const names = [env, ...(child.fromFile ? [`${env}_FILE`] : []), ...(child.aliases ?? [])].map((n) => `\`${n}\``).join(', ')
       const meaning = child.description ?? comments.get([...trail, key].join('.')) ?? ''
-      rows.push(`| \`${env}\` | ${shown(child.default)} | ${cell(values(child))} | ${cell(meaning)} |`)
+      rows.push(`| ${names} | ${shown(child.default)} | ${cell(values(child))} | ${cell(meaning)} |`)
     }
     if (rows.length > 0) sections.push({ title: trail.join('.'), rows })
     for (const [key, child] of nested) walk(child, [...trail, key])
