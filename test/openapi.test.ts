@@ -104,7 +104,7 @@ t.test('each route answers every status it documents, and documents every status
   async function deletedMidway (session: Session, method: 'update' | 'deleteOwn', run: () => Promise<LightMyRequestResponse>) {
     const original = app.users[method]
     app.users[method] = (async (...args: unknown[]) => {
-      await app.usersRepository.delete(session.id)
+      await app.users.delete(session.id)
       return await (original as (...a: unknown[]) => Promise<unknown>)(...args)
     }) as never
     try { return await run() } finally { app.users[method] = original as never }

@@ -13,8 +13,8 @@
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
-import { sqlPool } from '../../db/client.js'
-import { expectedMigrations, pendingAmong } from '../../db/pending.js'
+import { expectedMigrations } from '../../db/pending.js'
+import { pendingOnPool } from '../../db/readiness.js'
 import { ServiceUnavailable } from '../../lib/problem.js'
 import { problem } from '../../lib/responses.js'
 import { redisAnswers } from '../../plugins/redis.js'
@@ -33,7 +33,6 @@ export interface HealthRoutesOptions {
 export const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesOptions> = async (app, options) => {
   const expected = await expectedMigrations()
   const timeoutMs = options.readyTimeoutMs ?? 1500
-  const pool = sqlPool(app.prisma)
 
   /**
    * The pending migrations (src/db/pending.ts), or a 503 once `timeoutMs` has passed:
@@ -41,7 +40,7 @@ export const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesOptions> = asyn
    * the probe (the query's own client-side timeout drops its connection).
    */
   async function pending (): Promise<string[]> {
-    const probe = pendingAmong(pool, expected, timeoutMs)
+    const probe = pendingOnPool(app.prisma, expected, timeoutMs)
     probe.catch(() => {}) // settled after the race is lost: nothing more to do with it
     let timer: NodeJS.Timeout | undefined
     const late = new Promise<never>((_resolve, reject) => {

@@ -1,7 +1,8 @@
 /**
  * The catalogue as CSV (docs/api.md, "CSV"): `GET /api/product` with `Accept: text/csv`.
  * The same page as the JSON answer (`limit` rows after `cursor`, id order), streamed a batch
- * at a time on the pg pool (keyset: no cursor, no connection held between batches).
+ * at a time from the products repository's catalogue reads (keyset: no cursor, no
+ * connection held between batches).
  *
  * Memory per connection is bounded whatever the client's reading speed: a batch is cut at
  * about BATCH_BYTES of CSV (at least one row, at most BATCH_ROWS), turned into CSV text at
@@ -15,11 +16,12 @@
  * Numbers are never escaped (`-5` stays a number; amounts are never negative anyway).
  *
  * The page's next cursor cannot go in the body: it goes in a `Link: <...>; rel="next"`
- * header, found before the first byte is sent by one index-only probe query.
+ * header, found before the first byte is sent by one index-only query (`catalogueEnds`).
  */
 import { Readable } from 'node:stream'
 import { stringify, type Options } from 'csv-stringify/sync'
-import type pg from 'pg'
+import { MAX_INT4 } from '../../lib/schemas.js'
+import type { CatalogueRow } from './repository.js'
 
 export const CSV_CONTENT_TYPE = 'text/csv; charset=utf-8; header=present'
 
@@ -31,46 +33,10 @@ export const BATCH_BYTES = 64 * 1024
 /** Rows per round trip at most: short rows need no more to amortise it. */
 export const BATCH_ROWS = 500
 
-/** CSV bytes of a row besides its title and description: ids, amount, two dates, the image URL, quotes, commas, CRLF. */
-const ROW_BYTES = 128
-
-export interface CatalogueRow {
-  id: number
-  title: string
-  description: string
-  amount: number
-  creatorId: number
-  createdAt: Date
-  updatedAt: Date
-  hasImage: boolean
-}
-
-// One batch: among the next $3 rows after $1 (up to the page's last id, $2), those whose
-// running size stays within $4 bytes, and at least one. The sizes come from the values'
-// headers (octet_length does not decompress a TOASTed value); one statement, one snapshot.
-const BATCH_SQL = `
-  WITH sizes AS (
-    SELECT id, sum(octet_length(title) + octet_length(description) + ${ROW_BYTES}) OVER (ORDER BY id) AS upto
-      FROM products WHERE id > $1 AND id <= $2 ORDER BY id LIMIT $3
-  ), cut AS (
-    SELECT coalesce(max(id) FILTER (WHERE upto <= $4), min(id)) AS last FROM sizes
-  )
-  SELECT p.id, p.title, p.description, p.amount, p.creator_id AS "creatorId", p.created_at AS "createdAt", p.updated_at AS "updatedAt",
-         p.image_key IS NOT NULL AS "hasImage"
-    FROM products p, cut WHERE p.id > $1 AND p.id <= cut.last ORDER BY p.id`
-
-// The ids of the page's last row and of the one after it, if any (index only).
-const PROBE_SQL = 'SELECT id FROM products WHERE id > $1 ORDER BY id OFFSET $2 LIMIT 2'
-
-const MAX_ID = 2_147_483_647
-
-async function query<Row extends pg.QueryResultRow> (pool: pg.Pool, name: string | undefined, text: string, values: unknown[]): Promise<Row[]> {
-  try {
-    return (await pool.query<Row>({ name, text, values })).rows
-  } catch (error) {
-    // Wrapped so the error handler's classifier reads the driver error as the cause (503s).
-    throw new Error(`Catalogue query ${name ?? '(unnamed)'} failed: ${(error as Error).message}`, { cause: error })
-  }
+/** The two catalogue reads a page needs (the products repository's). */
+export interface Catalogue {
+  catalogueEnds: (after: number, limit: number) => Promise<number[]>
+  catalogueBatch: (from: number, last: number, count: number, bytes: number) => Promise<CatalogueRow[]>
 }
 
 export interface CsvPage {
@@ -92,15 +58,13 @@ const CSV_OPTIONS: Options = {
  * so an unreachable database is still a 503 in problem details; a failure later can only
  * cut the stream short (the client sees an incomplete chunked body, never a short "success").
  */
-/** `named` gives a statement's name, or undefined where statements must stay unnamed (DB_PGBOUNCER). */
-export async function csvPage (pool: pg.Pool, page: { limit: number, cursor?: number }, imageUrl: (id: number) => string, named: (name: string) => string | undefined = (name) => name): Promise<CsvPage> {
+export async function csvPage (catalogue: Catalogue, page: { limit: number, cursor?: number }, imageUrl: (id: number) => string): Promise<CsvPage> {
   const after = page.cursor ?? 0
-  const probe = await query<{ id: number }>(pool, named('catalogue-probe'), PROBE_SQL, [after, page.limit - 1])
-  const nextCursor = probe.length === 2 ? probe[0]!.id : null
+  const ends = await catalogue.catalogueEnds(after, page.limit)
+  const nextCursor = ends.length === 2 ? ends[0]! : null
   // Rows inserted while the page streams have larger ids: bounded, the page stays the page.
-  const last = probe[0]?.id ?? MAX_ID
-  const batch = async (from: number, rows: number): Promise<CatalogueRow[]> =>
-    await query<CatalogueRow>(pool, named('catalogue-batch'), BATCH_SQL, [from, last, rows, BATCH_BYTES])
+  const last = ends[0] ?? MAX_INT4
+  const batch = async (from: number, rows: number): Promise<CatalogueRow[]> => await catalogue.catalogueBatch(from, last, rows, BATCH_BYTES)
   const first = await batch(after, Math.min(BATCH_ROWS, page.limit))
 
   const text = (rows: CatalogueRow[], header: boolean): Buffer => Buffer.from(stringify(rows.map((row) => [

@@ -4,7 +4,7 @@
  * and byte ranges; the removal; and the clean-up of files whose row is gone.
  *
  * Files are never left without a row: an upload is written under a fresh key and the row
- * is pointed at it afterwards (image-repository.ts); whatever key a statement replaced or
+ * is pointed at it afterwards (repository.ts); whatever key a statement replaced or
  * deleted is removed from storage once the statement has committed. A removal that fails
  * (storage down) is logged with its key and does not fail the request: the row already
  * says there is no image.
@@ -14,12 +14,11 @@ import { pipeline, type Readable } from 'node:stream'
 import createError from '@fastify/error'
 import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
-import { sqlPool } from '../../db/client.js'
 import { Forbidden, NotFound } from '../../lib/problem.js'
 import { MalformedMultipartError } from '../../plugins/context/index.js'
 import type { BlobStorage, ByteRange } from '../../storage/blob-storage.js'
-import { productImagesRepository, type ImageChange, type ImageMeta, type ProductImagesRepository } from './image-repository.js'
 import { IMAGE_TYPES, ImageInspector, type ImageType } from './image-type.js'
+import type { ImageChange, ImageMeta, ProductsRepository } from './repository.js'
 
 export const NotMultipart = createError('UNSUPPORTED_MEDIA_TYPE', 'Send the image as multipart/form-data (one file part)', 415)
 export const ImageMissing = createError('IMAGE_MISSING', 'The form has no file part: send the image as one file', 400)
@@ -48,7 +47,7 @@ interface Part {
 
 export interface ProductImagesOptions {
   storage: BlobStorage
-  repository: ProductImagesRepository
+  repository: ProductsRepository
   /** IMAGE_MAX_BYTES. */
   maxBytes: number
   /** IMAGE_BYTES_MAX_PER_USER. */
@@ -77,7 +76,7 @@ function uploadError (error: unknown, maxBytes: number): unknown {
 /**
  * RFC 9110 13.1.5: a Range applies only while If-Range (when sent) still names this version:
  * the strong ETag, or the exact Last-Modified date. A date is a strong validator here, as
- * no two images of a product ever get the same Last-Modified (image-repository.ts); when
+ * no two images of a product ever get the same Last-Modified (repository.ts); when
  * none is shown (`lastModified` undefined), a date never matches.
  */
 function ifRangeHolds (header: string | string[] | undefined, etag: string, lastModified: string | undefined): boolean {
@@ -152,7 +151,7 @@ export function productImages (options: ProductImagesOptions) {
       if (owner === undefined) throw new NotFound(`Product ${id} does not exist`)
       if (owner !== userId) throw new Forbidden('Only the creator of a product can change its image')
       // No room for a single byte: refused before the body is stored (attach checks again).
-      const used = await repository.bytesUsed(userId, id)
+      const used = await repository.imageBytesUsed(userId, id)
       if (used >= bytesPerUser) throw new ImageQuotaExceeded(bytesPerUser, used)
 
       let stored: ImageMeta | undefined
@@ -170,7 +169,7 @@ export function productImages (options: ProductImagesOptions) {
       }
       if (stored === undefined) throw new ImageMissing()
 
-      const change = await repository.attach(id, userId, stored).catch(async (error: unknown) => {
+      const change = await repository.attachImage(id, userId, stored, bytesPerUser).catch(async (error: unknown) => {
         await discard(stored.key)
         throw error
       })
@@ -236,23 +235,9 @@ export function productImages (options: ProductImagesOptions) {
 
     /** Removes product `id`'s image (its creator only). */
     async remove (id: number, userId: number): Promise<void> {
-      const change = await repository.detach(id, userId)
+      const change = await repository.detachImage(id, userId)
       if (change.outcome !== 'done') throw refuse(change, id)
       await discard(change.previousKey)
-    },
-
-    /** Deletes product `id` (of `creatorId`, when given) and its image file; false when no row was deleted. */
-    async deleteProduct (id: number, creatorId?: number): Promise<boolean> {
-      const { deleted, imageKey } = await repository.deleteProduct(id, creatorId)
-      await discard(imageKey)
-      return deleted
-    },
-
-    /** Deletes user `userId`, their products and their products' image files; false when there was no such user. */
-    async deleteUser (userId: number): Promise<boolean> {
-      const { deleted, imageKeys } = await repository.deleteUser(userId)
-      await discard(...imageKeys)
-      return deleted
     }
   }
 }
@@ -261,7 +246,7 @@ export type ProductImages = ReturnType<typeof productImages>
 
 declare module 'fastify' {
   interface FastifyInstance {
-    /** Product images: upload, download, removal, and deletions that take images with them. */
+    /** Product images: upload, download, removal, and the removal of files whose rows are gone. */
     productImages: ProductImages
   }
 }
@@ -276,9 +261,9 @@ export interface ProductImagesPluginOptions {
 export default fp(async function productImagesPlugin (app: FastifyInstance, options: ProductImagesPluginOptions) {
   app.decorate('productImages', productImages({
     storage: app.storage,
-    repository: productImagesRepository(sqlPool(app.prisma), options.bytesPerUser),
+    repository: app.productsRepository,
     maxBytes: options.maxBytes,
     bytesPerUser: options.bytesPerUser,
     log: app.log
   }))
-}, { name: 'product-images', fastify: '5.x', dependencies: ['prisma', 'storage'] })
+}, { name: 'product-images', fastify: '5.x', dependencies: ['products-repository', 'storage'] })

@@ -5,8 +5,6 @@
 import createError from '@fastify/error'
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
-import type pg from 'pg'
-import { sqlPool, statementName } from '../../db/client.js'
 import { Forbidden, NotFound, Unauthorized } from '../../lib/problem.js'
 import type { PageQueryInput } from '../../lib/schemas.js'
 import { csvPage, type CsvPage } from './csv.js'
@@ -19,15 +17,11 @@ const ProductQuotaExceeded = createError<[number]>('PRODUCT_QUOTA_EXCEEDED', 'Yo
 
 interface ProductsServiceDependencies {
   products: ProductsRepository
-  /** Deletions go through the images: a product's file goes with its row. */
-  images: ProductImages
-  /** The pg pool the CSV export streams from. */
-  pool: pg.Pool
-  /** A statement's name, or undefined where statements stay unnamed (DB_PGBOUNCER). */
-  named: (name: string) => string | undefined
+  /** A deleted product's image file is removed once its row is gone. */
+  images: Pick<ProductImages, 'discard'>
 }
 
-function productsService ({ products, images, pool, named }: ProductsServiceDependencies) {
+function productsService ({ products, images }: ProductsServiceDependencies) {
   const missing = (id: number) => new NotFound(`Product ${id} does not exist`)
 
   return {
@@ -44,7 +38,7 @@ function productsService ({ products, images, pool, named }: ProductsServiceDepe
 
     /** A page of products as a CSV stream (csv.ts); `imageUrl` names a product's image. */
     async csvPage (query: PageQueryInput, imageUrl: (id: number) => string): Promise<CsvPage> {
-      return await csvPage(pool, query, imageUrl, named)
+      return await csvPage(products, query, imageUrl)
     },
 
     /**
@@ -60,14 +54,18 @@ function productsService ({ products, images, pool, named }: ProductsServiceDepe
 
     /** Deletes a product of `creatorId`'s and its image: 404 when there is none, 403 when it is someone else's. */
     async deleteOwned (id: number, creatorId: number): Promise<void> {
-      if (await images.deleteProduct(id, creatorId)) return
+      const { deleted, imageKey } = await products.delete(id, creatorId)
+      await images.discard(imageKey)
+      if (deleted) return
       if (await products.findById(id) === null) throw missing(id)
       throw new Forbidden('Only the creator of a product can delete it')
     },
 
     /** Deletes any product (admin) and its image; 404 when there is none. */
     async delete (id: number): Promise<void> {
-      if (!await images.deleteProduct(id)) throw missing(id)
+      const { deleted, imageKey } = await products.delete(id)
+      await images.discard(imageKey)
+      if (!deleted) throw missing(id)
     }
   }
 }
@@ -81,5 +79,5 @@ declare module 'fastify' {
 }
 
 export default fp(async function productsServicePlugin (app: FastifyInstance) {
-  app.decorate('products', productsService({ products: app.productsRepository, images: app.productImages, pool: sqlPool(app.prisma), named: (name) => statementName(app.prisma, name) }))
+  app.decorate('products', productsService({ products: app.productsRepository, images: app.productImages }))
 }, { name: 'products-service', fastify: '5.x', dependencies: ['products-repository', 'product-images'] })

@@ -18,9 +18,7 @@
 import { randomUUID } from 'node:crypto'
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
-import type pg from 'pg'
-import { sqlPool, statementName } from '../../db/client.js'
-import { LOCK_USER_SQL, transaction } from '../../db/transaction.js'
+import { sql } from '../../db/sql.js'
 import type { PrismaClient } from '../../generated/prisma/client.js'
 
 /** Why a refresh token did not rotate; `tooSoon`: the session rotated less than the minimum interval ago (seconds to wait). */
@@ -81,19 +79,8 @@ const CLASSIFY_SQL = `SELECT t.session_id AS "sessionId", t.used_at IS NOT NULL 
 
 const REVOKE_SQL = 'UPDATE sessions SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL'
 
-/** Wrapped so the error handler's classifier reads the driver error as the cause (503 when the database is down). */
-async function query<R extends pg.QueryResultRow> (pool: pg.Pool | pg.PoolClient, name: string, text: string, values: unknown[], prepare: boolean): Promise<pg.QueryResult<R>> {
-  try {
-    // Unnamed behind PgBouncer in transaction mode (DB_PGBOUNCER, docs/operations.md).
-    return await pool.query<R>({ name: prepare ? name : undefined, text, values })
-  } catch (error) {
-    throw new Error(`Session query ${name} failed: ${(error as Error).message}`, { cause: error })
-  }
-}
-
 export function sessionsRepository (prisma: PrismaClient, limits: SessionLimits) {
-  const pool = sqlPool(prisma)
-  const prepare = statementName(prisma, 'session') !== undefined
+  const db = sql(prisma)
   const { sessionsMax, refreshKept, refreshMinIntervalMs } = limits
   return {
     /**
@@ -103,13 +90,12 @@ export function sessionsRepository (prisma: PrismaClient, limits: SessionLimits)
      */
     async create (user: { id: number, tokenVersion: number }, refreshHash: Buffer, expiresAt: Date): Promise<string | undefined> {
       const id = randomUUID()
-      return await transaction(pool, 'session-create', async (client) => {
-        // Deleted since its password was checked: no session (not a foreign-key error, a 500).
-        const { rowCount } = await query(client, 'session-user-lock', LOCK_USER_SQL, [user.id], prepare)
-        if (rowCount === 0) return undefined
-        await query(client, 'session-create', CREATE_SQL, [id, user.id, user.tokenVersion, refreshHash, expiresAt, sessionsMax], prepare)
+      // A user deleted since their password was checked gets no session (not a foreign-key error, a 500).
+      const created = await db.forUser('session-create', user.id, async (tx) => {
+        await db.rows('session-create', CREATE_SQL, [id, user.id, user.tokenVersion, refreshHash, expiresAt, sessionsMax], tx)
         return id
       })
+      return created ?? undefined
     },
 
     /**
@@ -117,13 +103,13 @@ export function sessionsRepository (prisma: PrismaClient, limits: SessionLimits)
      * says why not; a token presented again (`reused`) revokes its whole session.
      */
     async rotate (oldHash: Buffer, newHash: Buffer, expiresAt: Date): Promise<RotatedSession | RefreshRefusal> {
-      const { rows: [rotated] } = await query<RotatedSession>(pool, 'session-rotate', ROTATE_SQL, [oldHash, newHash, expiresAt, refreshMinIntervalMs, refreshKept], prepare)
+      const [rotated] = await db.rows<RotatedSession>('session-rotate', ROTATE_SQL, [oldHash, newHash, expiresAt, refreshMinIntervalMs, refreshKept])
       if (rotated !== undefined) return rotated
       type Row = { sessionId: string, used: boolean, expired: boolean, ended: boolean, waitSeconds: number }
-      const { rows: [row] } = await query<Row>(pool, 'session-classify', CLASSIFY_SQL, [oldHash, refreshMinIntervalMs], prepare)
+      const [row] = await db.rows<Row>('session-classify', CLASSIFY_SQL, [oldHash, refreshMinIntervalMs])
       if (row === undefined) return 'unknown'
       if (row.used) {
-        await query(pool, 'session-revoke', REVOKE_SQL, [row.sessionId], prepare)
+        await db.rows('session-revoke', REVOKE_SQL, [row.sessionId])
         return 'reused'
       }
       if (row.ended) return 'ended'
@@ -135,7 +121,7 @@ export function sessionsRepository (prisma: PrismaClient, limits: SessionLimits)
 
     /** Ends a session (logout); its access and refresh tokens stop working at once. */
     async revoke (sessionId: string): Promise<void> {
-      await query(pool, 'session-revoke', REVOKE_SQL, [sessionId], prepare)
+      await db.rows('session-revoke', REVOKE_SQL, [sessionId])
     }
   }
 }

@@ -5,11 +5,11 @@
  * Reads that run on every request (the token's user) or on every login are prepared
  * statements on Prisma's own pg pool: Prisma compiles each query anew, which was about 40%
  * of the CPU of an authenticated read (bench/README.md, "Where the CPU of GET /api/user/:id goes").
- * Behind PgBouncer (DB_PGBOUNCER) they are unnamed: see `statementName`.
+ * Behind PgBouncer (DB_PGBOUNCER) they are unnamed (src/db/sql.ts).
  */
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
-import { sqlPool, statementName } from '../../db/client.js'
+import { sql, type Transaction } from '../../db/sql.js'
 import type { PrismaClient } from '../../generated/prisma/client.js'
 import { keysetPage, keysetQuery, type PageOf, type PageQueryInput } from '../../lib/schemas.js'
 import type { PublicUser } from './schemas.js'
@@ -53,21 +53,12 @@ const loginSql = (column: 'username' | 'email') =>
 const LOGIN_SQL = { username: loginSql('username'), email: loginSql('email') }
 
 function usersRepository (prisma: PrismaClient) {
-  const pool = sqlPool(prisma)
-
-  /** Rows of a named (prepared) statement; a driver error is wrapped as the cause, where the error handler's classifier reads it (503 when the database is unreachable). */
-  async function prepared<Row extends object> (name: string, text: string, values: unknown[]): Promise<Row[]> {
-    try {
-      return (await pool.query<Row>({ name: statementName(prisma, name), text, values })).rows
-    } catch (error) {
-      throw new Error(`Query ${name} failed: ${(error as Error).message}`, { cause: error })
-    }
-  }
+  const db = sql(prisma)
 
   return {
     /** The user a token names, with its token version, if the token's session is live; run on every authenticated request. */
     async findTokenUser (id: number, sessionId: string): Promise<TokenUser | null> {
-      const [row] = await prepared<TokenUser>('token-user-session', TOKEN_USER_SQL, [id, sessionId])
+      const [row] = await db.rows<TokenUser>('token-user-session', TOKEN_USER_SQL, [id, sessionId])
       return row ?? null
     },
 
@@ -79,7 +70,7 @@ function usersRepository (prisma: PrismaClient) {
       const column = 'email' in login ? 'email' : 'username'
       const name = 'email' in login ? login.email : login.username
       type Row = { folded: string, id: number | null, passwordHash: string | null, tokenVersion: number | null }
-      const [row] = await prepared<Row>(`login-account-${column}`, LOGIN_SQL[column], [name])
+      const [row] = await db.rows<Row>(`login-account-${column}`, LOGIN_SQL[column], [name])
       if (row === undefined) throw new Error('The login query returned no row')
       const credentials = row.id === null ? null : { id: row.id, passwordHash: row.passwordHash!, tokenVersion: row.tokenVersion! }
       return { folded: row.folded, credentials }
@@ -104,12 +95,18 @@ function usersRepository (prisma: PrismaClient) {
     },
 
     /**
-     * Deletes the user and, by the foreign keys' ON DELETE CASCADE, their products and sessions; the
-     * result says whether there was such a user.
+     * Deletes user `id` in one transaction: their row is locked first (a creation or image
+     * of theirs waits, then finds no user), then `first` runs (the rows that must go before
+     * the user, returning what to clean up once this commits), then the user goes, their
+     * sessions with it (ON DELETE CASCADE). Null, and nothing done, when there is no such user.
      */
-    async delete (id: number): Promise<boolean> {
-      const { count } = await prisma.user.deleteMany({ where: { id } })
-      return count === 1
+    async delete<T> (id: number, first: (tx: Transaction) => Promise<T>): Promise<T | null> {
+      return await db.transaction(`deleting user ${id}`, async (tx) => {
+        if ((await db.rows('user-delete-lock', 'SELECT id FROM users WHERE id = $1 FOR UPDATE', [id], tx)).length === 0) return null
+        const result = await first(tx)
+        await db.rows('user-delete', 'DELETE FROM users WHERE id = $1', [id], tx)
+        return result
+      })
     },
 
     /** A page in id order. */

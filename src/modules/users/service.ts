@@ -1,7 +1,8 @@
 /**
  * User operations, built once and decorated as `app.users` (docs/architecture.md): what the
  * user, auth and admin routes do with users, over the users repository, the password
- * hasher and the token signer. The routes call nothing else for users.
+ * hasher and the budget of guesses; a deletion also takes the user's products and their
+ * image files. The routes call nothing else for users.
  */
 import createError from '@fastify/error'
 import type { FastifyInstance, FastifyReply } from 'fastify'
@@ -9,6 +10,7 @@ import fp from 'fastify-plugin'
 import { BadRequest, NotFound, Unauthorized } from '../../lib/problem.js'
 import type { PageOf, PageQueryInput } from '../../lib/schemas.js'
 import { MAX_PASSWORD_BYTES, type PasswordHasher } from '../../plugins/password.js'
+import type { ProductImages, ProductsRepository } from '../products/index.js'
 import { accountKey, type AccountLimiter } from '../auth/account-limit.js'
 import type { UsersRepository } from './repository.js'
 import type { PublicUser, RegisterInput, UpdateUserInput } from './schemas.js'
@@ -27,14 +29,13 @@ interface UsersServiceDependencies {
   passwords: PasswordHasher
   /** The per-account budget of password guesses (login and current-password checks). */
   guesses: AccountLimiter
-  /**
-   * Deletes a user with their products and those products' image files (the product
-   * images' `deleteUser`); false when there was no such user.
-   */
-  deleteUser: (id: number) => Promise<boolean>
+  /** A user's products go in the transaction that deletes the user. */
+  products: Pick<ProductsRepository, 'deleteAllOf'>
+  /** Their image files are removed once it has committed. */
+  images: Pick<ProductImages, 'discard'>
 }
 
-function usersService ({ users, passwords, guesses, deleteUser }: UsersServiceDependencies) {
+function usersService ({ users, passwords, guesses, products, images }: UsersServiceDependencies) {
   /** bcrypt's verdict, or the time of one spent on nothing when there is no hash to compare or the password is longer than bcrypt reads. */
   async function verify (password: string, passwordHash: string | undefined): Promise<boolean> {
     return passwordHash === undefined || Buffer.byteLength(password, 'utf8') > MAX_PASSWORD_BYTES
@@ -53,6 +54,19 @@ function usersService ({ users, passwords, guesses, deleteUser }: UsersServiceDe
     if (credentials === null) throw new NotFound('The user no longer exists')
     if (!await verify(password, credentials.passwordHash)) throw new WrongPassword()
     await guesses.release(reservation)
+  }
+
+  /**
+   * Deletes user `id`: first the rows, in one transaction (the user's row locked, their
+   * products deleted, then the user and with it their sessions), then, once that has
+   * committed, those products' image files: a row never names a file that is gone, and a
+   * file that cannot be removed is logged (images.ts). False when there was no such user.
+   */
+  async function deleteUser (id: number): Promise<boolean> {
+    const imageKeys = await users.delete(id, async (tx) => await products.deleteAllOf(id, tx))
+    if (imageKeys === null) return false
+    await images.discard(...imageKeys)
+    return true
   }
 
   return {
@@ -139,5 +153,5 @@ interface UsersServicePluginOptions {
 }
 
 export default fp(async function usersServicePlugin (app: FastifyInstance, options: UsersServicePluginOptions) {
-  app.decorate('users', usersService({ users: app.usersRepository, passwords: app.passwords, guesses: options.guesses, deleteUser: app.productImages.deleteUser }))
-}, { name: 'users-service', fastify: '5.x', dependencies: ['users-repository', 'passwords', 'product-images'] })
+  app.decorate('users', usersService({ users: app.usersRepository, passwords: app.passwords, guesses: options.guesses, products: app.productsRepository, images: app.productImages }))
+}, { name: 'users-service', fastify: '5.x', dependencies: ['users-repository', 'passwords', 'products-repository', 'product-images'] })
