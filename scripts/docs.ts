@@ -104,27 +104,36 @@ function shown (value: unknown): string {
   return `\`${String(value)}\``
 }
 
-async function settingsTable (): Promise<string> {
+interface Setting { section: string, env: string, names: string[], node: SchemaNode, meaning: string }
+
+/** The leaves of the configuration schema, section by section (a flat schema is one section). */
+export async function settings (): Promise<Setting[]> {
   const { EnvSchema } = await import('../src/config.js') as unknown as { EnvSchema: SchemaNode }
   const comments = sourceComments()
-  const sections: Array<{ title: string, rows: string[] }> = []
+  const found: Setting[] = []
   const walk = (node: SchemaNode, trail: string[]) => {
-    const rows: string[] = []
     const nested: Array<[string, SchemaNode]> = []
     for (const [key, child] of Object.entries(node.properties ?? {})) {
       if (child.type === 'object' && child.properties) { nested.push([key, child]); continue }
       const env = child.env ?? key
       // A leaf read from a file too (`SECRET_FILE`), or under other names.
-      const names = [env, ...(child.fromFile ? [`${env}_FILE`] : []), ...(child.aliases ?? [])].map((n) => `\`${n}\``).join(', ')
-      const meaning = child.description ?? comments.get([...trail, key].join('.')) ?? ''
-      rows.push(`| ${names} | ${shown(child.default)} | ${cell(values(child))} | ${cell(meaning)} |`)
+      const names = [env, ...(child.fromFile ? [`${env}_FILE`] : []), ...(child.aliases ?? [])]
+      found.push({ section: trail.join('.'), env, names, node: child, meaning: child.description ?? comments.get([...trail, key].join('.')) ?? '' })
     }
-    if (rows.length > 0) sections.push({ title: trail.join('.'), rows })
     for (const [key, child] of nested) walk(child, [...trail, key])
   }
   walk(EnvSchema, [])
+  return found
+}
+
+async function settingsTable (): Promise<string> {
   const head = ['| Variable | Default | Values | Meaning |', '|---|---|---|---|']
-  return sections.map((s) => [...(s.title ? [`**${s.title}**`, ''] : []), ...head, ...s.rows].join('\n')).join('\n\n') + '\n'
+  const sections = new Map<string, string[]>()
+  for (const s of await settings()) {
+    const row = `| ${s.names.map((n) => `\`${n}\``).join(', ')} | ${shown(s.node.default)} | ${cell(values(s.node))} | ${cell(s.meaning)} |`
+    sections.set(s.section, [...(sections.get(s.section) ?? []), row])
+  }
+  return [...sections].map(([title, rows]) => [...(title ? [`**${title}**`, ''] : []), ...head, ...rows].join('\n')).join('\n\n') + '\n'
 }
 
 // ---- folder listings ----

@@ -2,10 +2,11 @@
  * The generated blocks of README.md and docs/*.md (scripts/docs.ts) say what the code says:
  * the route table, the settings table, the folder listings and the import graph. A stale
  * block fails here by file and kind; `npm run docs` rewrites it. Every file of the
- * repository the docs name exists.
+ * repository the docs name exists, and every setting is in .env.example.
  */
+import { readFileSync } from 'node:fs'
 import t from 'tap'
-import { missingPaths, refresh, run } from '../scripts/docs.js'
+import { missingPaths, refresh, run, settings } from '../scripts/docs.js'
 
 t.test('every generated block matches the code (npm run docs rewrites them)', async (t) => {
   const stale = await run(true)
@@ -22,4 +23,10 @@ t.test('a block that differs from the code is named', async (t) => {
 t.test('every file of the repository that README.md and docs/*.md name exists', async (t) => {
   const missing = missingPaths()
   t.same(missing, [], missing.map((file) => `no such file: ${file}`).join('; ') || 'all exist')
+})
+
+t.test('every setting of the schema is described in .env.example', async (t) => {
+  const example = readFileSync(new URL('../.env.example', import.meta.url), 'utf8')
+  const absent = (await settings()).map((s) => s.env).filter((name) => !new RegExp(`^#? ?${name}=`, 'm').test(example))
+  t.same(absent, [], absent.map((name) => `not in .env.example: ${name}`).join('; ') || 'all there')
 })
