@@ -53,6 +53,38 @@ t.test('bad requests answer precise 4xx problem details', async (t) => {
   })
 })
 
+t.test('a method a path does not route is a 404, whoever asks; HEAD answers as GET does, without a body', async (t) => {
+  // The routing plugin's 405 stays off in the service (`methodNotAllowed: false`), and no
+  // route answers OPTIONS (no CORS preflight): both are the plain 404 of an unknown route.
+  const app = await build(t)
+  const me = await registerAndLogin(app)
+  const product = (await injectAs(app, me, { method: 'POST', url: '/api/product', payload: { title: 'p', amount: 1 } })).json().id as number
+  const doc = (await app.inject('/docs/json')).json() as { paths: Record<string, Record<string, unknown>> }
+  const routed = new Map(Object.entries(doc.paths).map(([path, operations]) => [path, Object.keys(operations).map((m) => m.toUpperCase())]))
+  for (const path of ['/health/live', '/health/ready', '/metrics', '/docs', '/docs/json']) routed.set(path, ['GET'])
+  // Paths of no route at all: every method is a 404 there.
+  for (const path of ['/', '/api/nothing', '/api/user/{id}/extra']) routed.set(path, [])
+  t.ok(routed.has('/api/product/{id}') && routed.has('/api/admin/users'), 'the document lists the routes')
+  t.notOk(routed.get('/api/user')?.includes('GET'), 'no route lists the users')
+  const idFor = (path: string) => path.startsWith('/api/product') || path.startsWith('/api/admin/products') ? product : me.id
+
+  for (const [template, methods] of routed) {
+    const url = template.replace('{id}', String(idFor(template)))
+    for (const auth of [{}, me.auth]) {
+      const who = Object.keys(auth).length === 0 ? 'anonymous' : 'with a token'
+      for (const method of ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const) {
+        if (methods.includes(method)) continue
+        const res = await app.inject({ method, url, headers: auth })
+        assertProblem(t, res, 404, 'NOT_FOUND')
+        t.equal(res.headers.allow, undefined, `${method} ${template} ${who}: no Allow header`)
+      }
+      const get = await app.inject({ method: 'GET', url, headers: auth })
+      const head = await app.inject({ method: 'HEAD', url, headers: auth })
+      t.same([head.statusCode, head.headers['content-type'], head.body], [get.statusCode, get.headers['content-type'], ''], `HEAD ${template} ${who}: GET's status (${get.statusCode}) and type, no body`)
+    }
+  }
+})
+
 t.test('a failing dependency is a 500 with a generic detail, logged once with its stack', async (t) => {
   const lines: string[] = []
   const logStream = new Writable({ write (chunk, _enc, done) { lines.push(...String(chunk).trim().split('\n')); done() } })
