@@ -6,7 +6,7 @@ import fastifyCookie from '@fastify/cookie'
 import fastifyRateLimit from '@fastify/rate-limit'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify'
-import { durationMs, type Config } from './config.js'
+import type { Config } from './config.js'
 import { createAdmission } from './lib/admission.js'
 import { requestIds } from './lib/request-id.js'
 import { parseTrustProxy } from './lib/trust-proxy.js'
@@ -48,34 +48,50 @@ import storage from './plugins/storage.js'
 import { serverOptions } from './options.js'
 import type { Tracing } from './telemetry/index.js'
 
+/**
+ * The plugins' constants (each documented where its plugin defines it), changed by tests
+ * that need a shorter wait or a smaller budget than production has; no variable sets them.
+ */
+export interface Tuning {
+  /** The client-side query timeout, ms (src/db/client.ts). */
+  queryTimeoutMs?: number
+  /** `/health/ready`'s own bound, ms (src/modules/health/routes.ts). */
+  readyTimeoutMs?: number
+  /** `Retry-After` of a refusal, s (src/lib/admission.ts). */
+  retryAfterSeconds?: number
+  /** How often the event loop delay is sampled, ms (src/plugins/load-shedding.ts). */
+  sampleIntervalMs?: number
+  /** Redis connection and command timeouts, ms (src/plugins/redis.ts). */
+  redis?: { connectTimeoutMs?: number, commandTimeoutMs?: number }
+  /** Changes of one's own record per user and window (src/modules/users/routes.ts). */
+  accountChanges?: { max?: number, timeWindow?: number }
+  /** Wrong admin keys per client and window (src/modules/admin/api-keys.ts). */
+  keyFailures?: { max?: number, timeWindow?: number }
+  /** Rotated refresh tokens kept per session (src/modules/sessions/repository.ts). */
+  refreshTokensKept?: number
+}
+
 export interface BuildAppOptions {
   config: Config
   /** The database the app uses (the embedded one, or the configured one). */
   databaseUrl: string
   /** Where logs go (default stdout). */
   logStream?: NodeJS.WritableStream
-  /** Overrides of the Fastify options from `serverOptions(config)`. */
+  /** Overrides of the Fastify options from `serverOptions(config.server)`. */
   fastify?: Partial<FastifyServerOptions>
-  /** Tracing, when `startTracing(config)` (src/telemetry) started it. */
+  /** Tracing, when `startTracing(config.telemetry)` (src/telemetry) started it. */
   tracing?: Tracing
+  /** Tests only. */
+  tuning?: Tuning
 }
 
 export async function buildApp (options: BuildAppOptions): Promise<FastifyInstance> {
-  const { config } = options
-  const { tracing } = options
+  const { config, tracing, tuning = {} } = options
   // Admission first: under overload, a request is refused before Fastify sees it (src/lib/admission.ts).
   // Its refusals carry the id Fastify would give the request (genReqId in src/options.ts).
-  const trustProxy = parseTrustProxy(config.TRUST_PROXY)
-  const admission = createAdmission({
-    maxInFlight: config.LOAD_SHED_MAX_IN_FLIGHT,
-    retryAfterSeconds: config.LOAD_SHED_RETRY_AFTER_S,
-    requestId: requestIds(trustProxy),
-    maxInFlightPerClient: config.LOAD_SHED_MAX_IN_FLIGHT_PER_CLIENT,
-    trustProxy,
-    slowWindowMs: config.SLOW_CLIENT_WINDOW_MS,
-    minBytesPerSecond: config.SLOW_CLIENT_MIN_BYTES_PER_S
-  })
-  const app = Fastify({ ...serverOptions(config, options.logStream, tracing?.logMixin), serverFactory: admission.serverFactory, ...options.fastify }).withTypeProvider<TypeBoxTypeProvider>()
+  const trustProxy = parseTrustProxy(config.server.trustProxy)
+  const admission = createAdmission({ ...config.limits, trustProxy, requestId: requestIds(trustProxy), retryAfterSeconds: tuning.retryAfterSeconds })
+  const app = Fastify({ ...serverOptions(config.server, options.logStream, tracing?.logMixin), serverFactory: admission.serverFactory, ...options.fastify }).withTypeProvider<TypeBoxTypeProvider>()
   admission.useLogger(app.log)
   // First, so that its span is active in every later hook, handler and query.
   if (tracing) await app.register(tracing.plugin)
@@ -100,14 +116,9 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
   // Cookies of browser sessions (src/modules/sessions/cookies.ts); the context plugin uses this registration too.
   await app.register(fastifyCookie)
   await app.register(context, { rawBody: false, ajv: createAjv })
-  await app.register(securityHeaders, { httpsOnly: config.HTTPS_ONLY })
+  await app.register(securityHeaders, config.server)
   // Shared state of the replicas (REDIS_URL); app.redis is null without it.
-  await app.register(redis, {
-    url: config.REDIS_URL,
-    keyPrefix: config.REDIS_KEY_PREFIX,
-    connectTimeoutMs: config.REDIS_CONNECT_TIMEOUT_MS,
-    commandTimeoutMs: config.REDIS_COMMAND_TIMEOUT_MS
-  })
+  await app.register(redis, { ...config.redis, ...tuning.redis })
   // Each limit's counts: in Redis when configured (every replica sees the same), else here.
   const attemptStore = (name: string): AttemptStore => app.redis === null ? new MemoryAttemptStore() : new RedisAttemptStore(app.redis, name)
   await app.register(fastifyRateLimit, {
@@ -126,60 +137,52 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
     version: '0.1.0',
     securitySchemes: {
       bearerAuth: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' },
-      cookieAuth: { type: 'apiKey', in: 'cookie', name: sessionCookieNames(config.COOKIE_SECURE).access, description: 'Browsers: the access token in an HttpOnly cookie set by login in cookie mode. Changes (POST, PATCH, DELETE) must come from a trusted origin (`Origin` header): 403 `CSRF_REJECTED` otherwise.' },
+      cookieAuth: { type: 'apiKey', in: 'cookie', name: sessionCookieNames(config.auth.cookieSecure).access, description: 'Browsers: the access token in an HttpOnly cookie set by login in cookie mode. Changes (POST, PATCH, DELETE) must come from a trusted origin (`Origin` header): 403 `CSRF_REJECTED` otherwise.' },
       adminApiKey: adminApiKeyScheme
     }
   })
 
-  await app.register(prisma, {
-    url: options.databaseUrl,
-    poolSize: config.DB_POOL_SIZE,
-    connectionTimeoutMillis: config.DB_CONNECT_TIMEOUT_MS,
-    statementTimeoutMillis: config.DB_STATEMENT_TIMEOUT_MS,
-    queryTimeoutMillis: config.DB_QUERY_TIMEOUT_MS,
-    pgbouncer: config.DB_PGBOUNCER
-  })
-  await app.register(password, { cost: config.BCRYPT_COST })
+  await app.register(prisma, { ...config.database, url: options.databaseUrl, queryTimeoutMs: tuning.queryTimeoutMs })
+  await app.register(password, config.auth)
   await app.register(metrics, { admission })
-  await app.register(loadShedding, { admission, maxEventLoopDelayMs: config.MAX_EVENT_LOOP_DELAY_MS, sampleIntervalMs: config.LOAD_SHED_SAMPLE_MS, maxDbWaiting: config.LOAD_SHED_MAX_DB_WAITING })
+  await app.register(loadShedding, { ...config.limits, admission, sampleIntervalMs: tuning.sampleIntervalMs })
 
   // Data access and services, each built once (docs/architecture.md); routes call the services.
   await app.register(usersRepository)
-  await app.register(productsRepository, { maxPerUser: config.PRODUCTS_MAX_PER_USER })
-  await app.register(storage, { root: config.UPLOAD_DIR })
+  await app.register(productsRepository, config.products)
+  await app.register(storage, config.storage)
   // Images before the services: deleting a product or a user deletes its image files too.
-  await app.register(productImages, { maxBytes: config.IMAGE_MAX_BYTES, bytesPerUser: config.IMAGE_BYTES_MAX_PER_USER })
-  const originCheck = createOriginCheck({ trustedOrigins: config.CSRF_TRUSTED_ORIGINS })
+  await app.register(productImages, config.products)
+  const originCheck = createOriginCheck(config.auth)
   await app.register(authentication, {
-    secret: config.SECRET,
-    expiresIn: config.ACCESS_TOKEN_TTL,
+    ...config.auth,
     findUser: app.usersRepository.findTokenUser,
-    accessCookie: sessionCookieNames(config.COOKIE_SECURE).access,
+    accessCookie: sessionCookieNames(config.auth.cookieSecure).access,
     originCheck
   })
-  await app.register(sessionsRepository, { sessionsMax: config.SESSIONS_MAX_PER_USER, refreshKept: config.REFRESH_TOKENS_KEPT, refreshMinIntervalMs: config.REFRESH_MIN_INTERVAL_MS })
-  await app.register(sessionsService, { refreshTtlMs: durationMs(config.REFRESH_TOKEN_TTL), cookieSecure: config.COOKIE_SECURE })
+  await app.register(sessionsRepository, { ...config.auth, refreshTokensKept: tuning.refreshTokensKept })
+  await app.register(sessionsService, config.auth)
   // One budget of password guesses per account, for login and the current-password checks.
-  const guesses = accountLimiter({ max: config.LOGIN_FAILURES_MAX, timeWindow: config.LOGIN_FAILURES_WINDOW_MS }, attemptStore('guesses'))
+  const guesses = accountLimiter(config.limits, attemptStore('guesses'))
   await app.register(usersService, { guesses })
   await app.register(productsService)
 
   // One per-client budget for every request that costs a bcrypt computation.
-  const authBudget = createAuthBudget({ max: config.RATE_LIMIT_AUTH_MAX, timeWindow: config.RATE_LIMIT_AUTH_WINDOW_MS, store: attemptStore('auth') })
-  await app.register(healthRoutes, { prefix: '/health', readyTimeoutMs: config.HEALTH_READY_TIMEOUT_MS })
-  await app.register(authRoutes, { prefix: '/api/auth', authBudget, expiresIn: config.ACCESS_TOKEN_TTL, originCheck })
-  await app.register(userRoutes, { prefix: '/api/user', authBudget, expiresIn: config.ACCESS_TOKEN_TTL, accountChanges: { max: config.ACCOUNT_CHANGES_MAX, timeWindow: config.ACCOUNT_CHANGES_WINDOW_MS, store: attemptStore('account-changes') } })
+  const authBudget = createAuthBudget({ ...config.limits, store: attemptStore('auth') })
+  await app.register(healthRoutes, { prefix: '/health', readyTimeoutMs: tuning.readyTimeoutMs })
+  await app.register(authRoutes, { ...config.auth, prefix: '/api/auth', authBudget, originCheck })
+  await app.register(userRoutes, { ...config.auth, prefix: '/api/user', authBudget, accountChanges: { ...tuning.accountChanges, store: attemptStore('account-changes') } })
   // The routing plugin only where it serves: named-route URLs (a product's imageUrl). In this
   // scope its onRoute and onRequest hooks see the product routes alone, and its 405 answer is
   // off, so every route answers as before (test/service-routes.test.ts).
   await app.register(async function catalogue (scope) {
     await scope.register(routing, { methodNotAllowed: false })
-    await scope.register(productRoutes, { prefix: '/api/product', imageMaxBytes: config.IMAGE_MAX_BYTES, csvMaxRows: config.CSV_MAX_ROWS })
+    await scope.register(productRoutes, { ...config.products, prefix: '/api/product' })
   })
   // One budget of wrong admin keys per client for /api/admin and /metrics together.
-  const keyFailures = { max: config.ADMIN_KEY_FAILURES_MAX, timeWindow: config.ADMIN_KEY_FAILURES_WINDOW_MS, store: attemptStore('admin-keys') }
-  await app.register(adminRoutes, { prefix: '/api/admin', apiKeys: config.ADMIN_API_KEYS, keyFailures })
-  await app.register(metricsRoutes, { apiKeys: config.ADMIN_API_KEYS, keyFailures })
+  const keyFailures = { ...tuning.keyFailures, store: attemptStore('admin-keys') }
+  await app.register(adminRoutes, { ...config.auth, prefix: '/api/admin', keyFailures })
+  await app.register(metricsRoutes, { ...config.auth, keyFailures })
 
   return app
 }

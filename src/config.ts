@@ -1,17 +1,23 @@
 /**
  * Configuration from the environment (and an optional `.env` file), validated once at
  * start. A wrong value stops the service with a message that names the variable.
- * Every variable is listed, with a comment, in `.env.example`.
+ *
+ * `EnvSchema` holds the settings in sections (server, database, auth, limits, redis,
+ * telemetry, storage, products); each leaf names its environment variable (`env`), and
+ * carries its default and a description with its unit (the README's settings table is
+ * generated from it). `loadConfig` returns the same sections, typed, and each section goes
+ * whole to the plugin that owns it (src/app.ts).
  *
  * Secrets may also come from files (`SECRET_FILE`, `DB_PASSWORD_FILE`, ...: the Docker
- * secrets convention); a variable and its `_FILE` twin together are refused.
+ * secrets convention; a leaf with `fromFile`); a variable and its `_FILE` twin together are
+ * refused. A variable that was renamed is still read under its old name (`aliases`).
  */
 import { randomBytes } from 'node:crypto'
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
 import { parseEnv } from 'node:util'
 import envSchema from 'env-schema'
-import { Type, type Static } from 'typebox'
+import { Type, type Static, type TSchema } from 'typebox'
 import { parseApiKeys } from './lib/api-keys.js'
 import { parseTrustProxy } from './lib/trust-proxy.js'
 
@@ -20,221 +26,325 @@ const DURATION = '^[0-9]+(ms|s|m|h|d)?$'
 /** The embedded PostgreSQL's data folder unless set (as root in a private folder it moves: src/db/open.ts). */
 export const EMBEDDED_DB_DIR_DEFAULT = '.data/postgres'
 
-export const EnvSchema = Type.Object({
-  NODE_ENV: Type.Union([Type.Literal('development'), Type.Literal('production'), Type.Literal('test')], { default: 'development' }),
-  HOST: Type.String({ default: '127.0.0.1', minLength: 1 }),
-  PORT: Type.Integer({ default: 3000, minimum: 0, maximum: 65535 }),
-  LOG_LEVEL: Type.Union(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l)), { default: 'info' }),
-
-  // Database: DATABASE_URL wins; otherwise DB_HOST and the other DB_* build the URL;
-  // with neither, `npm start` runs an embedded PostgreSQL (src/db/embedded.ts).
-  DATABASE_URL: Type.Optional(Type.String({ pattern: '^postgres(ql)?://' })),
-  DB_HOST: Type.Optional(Type.String({ minLength: 1 })),
-  DB_PORT: Type.Integer({ default: 5432, minimum: 1, maximum: 65535 }),
-  DB_USER: Type.String({ default: 'postgres', minLength: 1 }),
-  DB_PASSWORD: Type.String({ default: 'postgres' }),
-  DB_NAME: Type.String({ default: 'app', minLength: 1, pattern: '^[A-Za-z0-9_]+$' }),
-  DB_POOL_SIZE: Type.Integer({ default: 10, minimum: 1, maximum: 200 }),
-  /**
-   * How many replicas of the service share the database: at start, DB_POOL_SIZE x API_REPLICAS
-   * is checked against the server's max_connections (src/db/pool-budget.ts), with a warning.
-   */
-  API_REPLICAS: Type.Integer({ default: 1, minimum: 1, maximum: 1000 }),
-  /**
-   * The database URL leads to PgBouncer in transaction pooling mode: no named prepared
-   * statements and no statement_timeout startup parameter (docs/operations.md, "PgBouncer").
-   */
-  DB_PGBOUNCER: Type.Boolean({ default: false }),
-
-  // Database time limits (src/db/client.ts): a database that hangs is a 503 within seconds.
-  /** Wait at most this long for a pool connection (a new one included). */
-  DB_CONNECT_TIMEOUT_MS: Type.Integer({ default: 5000, minimum: 100, maximum: 600_000 }),
-  /** Server side: PostgreSQL cancels a statement that runs longer (`statement_timeout`); 0 = no limit. */
-  DB_STATEMENT_TIMEOUT_MS: Type.Integer({ default: 5000, minimum: 0, maximum: 3_600_000 }),
-  /** Client side: give up on a query with no answer (a frozen server or network); keep it above the statement timeout; 0 = no limit. */
-  DB_QUERY_TIMEOUT_MS: Type.Integer({ default: 7000, minimum: 0, maximum: 3_600_000 }),
-  /** `/health/ready` answers 503 when the database has not answered within this time. */
-  HEALTH_READY_TIMEOUT_MS: Type.Integer({ default: 1500, minimum: 100, maximum: 60_000 }),
-
-  /** Data folder of the embedded PostgreSQL (kept between runs, git-ignored). */
-  EMBEDDED_DB_DIR: Type.String({ default: EMBEDDED_DB_DIR_DEFAULT }),
-  /** Port of the embedded PostgreSQL; 0 picks a free one. */
-  EMBEDDED_DB_PORT: Type.Integer({ default: 0, minimum: 0, maximum: 65535 }),
-  /** Apply pending migrations at start (the one migration path, also in the container). */
-  MIGRATE_ON_START: Type.Boolean({ default: true }),
-  /**
-   * Run the embedded PostgreSQL when no database is configured. Unset: yes in development
-   * and test, refused in production (a forgotten DATABASE_URL is a misconfiguration there).
-   */
-  EMBEDDED_DB: Type.Optional(Type.Boolean()),
-
-  // Tokens and passwords.
-  SECRET: Type.Optional(Type.String({ minLength: 32 })),
-  /** Lifetime of an access token (JWT); short, since a refresh token renews it (docs/api.md, "Sessions"). */
-  ACCESS_TOKEN_TTL: Type.Optional(Type.String({ pattern: DURATION })),
-  /** The variable ACCESS_TOKEN_TTL replaces; still read when ACCESS_TOKEN_TTL is unset. */
-  JWT_EXPIRES_IN: Type.Optional(Type.String({ pattern: DURATION })),
-  /** Lifetime of a refresh token; every rotation issues a new one for this long. */
-  REFRESH_TOKEN_TTL: Type.String({ default: '30d', pattern: DURATION }),
-  /** Set `Secure` on the session cookies (false only for local HTTP: browsers then send them over plain HTTP). */
-  COOKIE_SECURE: Type.Boolean({ default: true }),
-  /**
-   * Origins (scheme://host[:port], comma-separated) whose pages may send cookie-authenticated
-   * changes; empty: only the service's own origin (src/modules/sessions/csrf.ts).
-   */
-  CSRF_TRUSTED_ORIGINS: Type.String({ default: '' }),
-  BCRYPT_COST: Type.Integer({ default: 10, minimum: 4, maximum: 15 }),
-
-  // Limits.
-  BODY_LIMIT: Type.Integer({ default: 1_048_576, minimum: 1024 }),
-  RATE_LIMIT_AUTH_MAX: Type.Integer({ default: 20, minimum: 1 }),
-  RATE_LIMIT_AUTH_WINDOW_MS: Type.Integer({ default: 60_000, minimum: 1000 }),
-  /** Failed logins per account (login name) per window before 429 (src/modules/auth/account-limit.ts). */
-  LOGIN_FAILURES_MAX: Type.Integer({ default: 10, minimum: 1 }),
-  LOGIN_FAILURES_WINDOW_MS: Type.Integer({ default: 900_000, minimum: 1000 }),
-  // Abuse limits of issue 10 (docs/reliability.md, "Brute force"), one block:
-  /** Changes of one's own record (PATCH and DELETE /api/user/:id) per user per window before 429. */
-  ACCOUNT_CHANGES_MAX: Type.Integer({ default: 10, minimum: 1 }),
-  ACCOUNT_CHANGES_WINDOW_MS: Type.Integer({ default: 900_000, minimum: 1000 }),
-  /** Wrong admin keys per client address per window before 429 (src/modules/admin/api-keys.ts). */
-  ADMIN_KEY_FAILURES_MAX: Type.Integer({ default: 10, minimum: 1 }),
-  ADMIN_KEY_FAILURES_WINDOW_MS: Type.Integer({ default: 900_000, minimum: 1000 }),
-  /**
-   * Whose X-Forwarded-* headers to believe (src/lib/trust-proxy.ts): false (nobody), true
-   * (everybody: only where nothing but the proxy can reach the service), or the proxy's
-   * addresses and CIDR ranges, comma-separated (`10.77.0.10`, `10.0.0.0/8, fd00::/8`).
-   */
-  TRUST_PROXY: Type.String({ default: 'false' }),
-  /** Served only over HTTPS (behind a TLS proxy): the CSP asks browsers to upgrade requests. */
-  HTTPS_ONLY: Type.Boolean({ default: false }),
-  /** How long in-flight requests get on SIGTERM before the process exits anyway (exit 1). */
-  SHUTDOWN_GRACE_MS: Type.Integer({ default: 10_000, minimum: 0 }),
-  /**
-   * On SIGTERM, `/health/ready` answers 503 and requests are still served for this long
-   * before the server stops accepting (part of SHUTDOWN_GRACE_MS): time for a proxy's health
-   * check to take the instance out of rotation (docs/deployment.md, "Several replicas").
-   */
-  SHUTDOWN_DRAIN_MS: Type.Integer({ default: 0, minimum: 0, maximum: 600_000 }),
-
-  // Metrics and load shedding (docs/operations.md). `/metrics` is served behind ADMIN_API_KEYS.
-  /** Shed load (503 OVERLOADED + Retry-After) while the mean event loop delay exceeds this; 0 = never shed. */
-  MAX_EVENT_LOOP_DELAY_MS: Type.Integer({ default: 200, minimum: 0, maximum: 60_000 }),
-  /** How often the event loop delay is sampled: shedding starts and stops within about this time. */
-  LOAD_SHED_SAMPLE_MS: Type.Integer({ default: 1000, minimum: 10, maximum: 60_000 }),
-  /**
-   * Shed load (503 OVERLOADED, before Fastify: src/lib/admission.ts) while this many admitted
-   * requests are unfinished; 0 = no cap. Bounds the queue inside one process, and so the
-   * latency of the requests it serves under overload (bench/README.md, "Load shedding").
-   */
-  LOAD_SHED_MAX_IN_FLIGHT: Type.Integer({ default: 256, minimum: 0, maximum: 1_000_000 }),
-  /**
-   * Requests in progress one client may hold (its address; behind a TRUSTED proxy the forwarded
-   * one; an IPv6 /64 is one client): past it, 429 TOO_MANY_IN_PROGRESS with Retry-After, while
-   * other clients are still admitted, so one client cannot drain LOAD_SHED_MAX_IN_FLIGHT; 0 = no share.
-   */
-  LOAD_SHED_MAX_IN_FLIGHT_PER_CLIENT: Type.Integer({ default: 32, minimum: 0, maximum: 1_000_000 }),
-  /**
-   * Slow clients (src/lib/admission.ts): in every window of this many ms, a request body must
-   * arrive, and an answer the client holds up must be read, at SLOW_CLIENT_MIN_BYTES_PER_S at
-   * least; below it the body gets 408 BODY_TOO_SLOW, the answer's connection is cut, and the
-   * place is freed. So a client that stops sending or reading holds a place for one window; 0 = never.
-   */
-  SLOW_CLIENT_WINDOW_MS: Type.Integer({ default: 5000, minimum: 0, maximum: 600_000 }),
-  /** The minimum rate of SLOW_CLIENT_WINDOW_MS, bytes per second (1024: a 5 MiB image in under 90 min, an attacker pays 1 KiB/s per place held). */
-  SLOW_CLIENT_MIN_BYTES_PER_S: Type.Integer({ default: 1024, minimum: 1, maximum: 1_073_741_824 }),
-  /** Shed load (503 OVERLOADED) while this many queries wait for a database pool connection; 0 = never. */
-  LOAD_SHED_MAX_DB_WAITING: Type.Integer({ default: 0, minimum: 0, maximum: 100_000 }),
-  /** `Retry-After` (seconds) of a shed request's 503. */
-  LOAD_SHED_RETRY_AFTER_S: Type.Integer({ default: 2, minimum: 1, maximum: 3600 }),
-
-  // Shared state (docs/operations.md, "Redis"): with REDIS_URL, the limits (per client, per
-  // account, admin keys) are counted in Redis, so every replica sees the same counts.
-  REDIS_URL: Type.Optional(Type.String({ pattern: '^rediss?://' })),
-  /** Prefix of every key the service writes (several services or environments can share one Redis). */
-  REDIS_KEY_PREFIX: Type.String({ default: 'ups:', maxLength: 100 }),
-  /** Give up connecting to Redis after this long (then retry in the background). */
-  REDIS_CONNECT_TIMEOUT_MS: Type.Integer({ default: 2000, minimum: 100, maximum: 60_000 }),
-  /** A Redis command with no answer fails after this long (the request answers 503). */
-  REDIS_COMMAND_TIMEOUT_MS: Type.Integer({ default: 1000, minimum: 50, maximum: 60_000 }),
-
-  // Product images and the CSV catalogue (docs/api.md, "Product images", "CSV").
-  /** Folder of uploaded product images, created at start (compose: the `uploads` volume). */
-  UPLOAD_DIR: Type.String({ default: '.data/uploads', minLength: 1 }),
-  /** Largest product image in bytes (413 past it). */
-  IMAGE_MAX_BYTES: Type.Integer({ default: 5_242_880, minimum: 1024, maximum: 104_857_600 }),
-  /** Largest `limit` of a CSV page of GET /api/product (a JSON page stays at most 100). */
-  CSV_MAX_ROWS: Type.Integer({ default: 10_000, minimum: 100, maximum: 1_000_000 }),
-
-  // Quotas on what one user can store (docs/api.md, "Quotas"), enforced in the database under
-  // a lock of the user's row, so that concurrent requests and several replicas cannot pass them.
-  /**
-   * Products one user may hold. A seller lists a catalogue; a stolen or scripted token must
-   * not fill the database: past it, creation is 409 PRODUCT_QUOTA_EXCEEDED until the user
-   * deletes some.
-   */
-  PRODUCTS_MAX_PER_USER: Type.Integer({ default: 1000, minimum: 1, maximum: 1_000_000 }),
-  /**
-   * Bytes of product images one user may store, all their products together (a replacement
-   * counts its new size minus the old). A seller pictures each product; one token must not
-   * fill the upload volume: past it, an upload is 409 IMAGE_QUOTA_EXCEEDED and nothing is kept.
-   * At least IMAGE_MAX_BYTES.
-   */
-  IMAGE_BYTES_MAX_PER_USER: Type.Integer({ default: 104_857_600, minimum: 1024, maximum: 1_099_511_627_776 }),
-  /**
-   * Live sessions (logins) per user. One person logs in from a few devices and browsers; a
-   * script that logs in in a loop must not grow the sessions table: a login past the cap
-   * ends the user's least recently used session instead of refusing (nobody is locked out).
-   */
-  SESSIONS_MAX_PER_USER: Type.Integer({ default: 10, minimum: 1, maximum: 1000 }),
-  /**
-   * Rotated refresh tokens kept per session, the ones whose reuse is detected (401
-   * REFRESH_TOKEN_REUSED, the session revoked); older ones are deleted by the rotation. With
-   * REFRESH_MIN_INTERVAL_MS, a thief needs this many rotations, so at least this many
-   * intervals, to push a stolen token out: keep the product above ACCESS_TOKEN_TTL.
-   */
-  REFRESH_TOKENS_KEPT: Type.Integer({ default: 100, minimum: 1, maximum: 100_000 }),
-  /**
-   * The least time between two refreshes of one session, after its first (429 RATE_LIMITED
-   * with Retry-After sooner; the token stays valid). A client refreshes when its access token expires, every
-   * few minutes; a loop of rotations is abuse, and would push stolen tokens out of reuse
-   * detection. 0 = no minimum.
-   */
-  REFRESH_MIN_INTERVAL_MS: Type.Integer({ default: 10_000, minimum: 0, maximum: 3_600_000 }),
-
-  // Admin routes (key-auth): comma-separated keys; the first is current, all verify.
-  ADMIN_API_KEYS: Type.String({ default: '' }),
-
-  // Traces (docs/operations.md, "Traces"): OpenTelemetry over OTLP/HTTP (JSON) when the
-  // endpoint is set; unset, no telemetry module is even loaded.
-  /** The collector's base URL; spans go to `<endpoint>/v1/traces`. */
-  OTEL_EXPORTER_OTLP_ENDPOINT: Type.Optional(Type.String({ pattern: '^https?://[^\\s]+$' })),
-  /** Headers sent with every export, `name=value` pairs separated by commas (a collector's token). */
-  OTEL_EXPORTER_OTLP_HEADERS: Type.String({ default: '', pattern: '^$|^\\s*[^=,\\s]+\\s*=[^,]*(,\\s*[^=,\\s]+\\s*=[^,]*)*$' }),
-  /** `service.name` of every span. */
-  OTEL_SERVICE_NAME: Type.String({ default: 'user-product-service', minLength: 1 }),
-  /** Share of new traces recorded (0 to 1); a request whose `traceparent` is sampled is always recorded. */
-  OTEL_TRACES_SAMPLER_ARG: Type.Number({ default: 1, minimum: 0, maximum: 1 })
+const server = Type.Object({
+  env: Type.Union([Type.Literal('development'), Type.Literal('production'), Type.Literal('test')], {
+    env: 'NODE_ENV', default: 'development', description: '`production` requires `SECRET` and a configured database'
+  }),
+  host: Type.String({ env: 'HOST', default: '127.0.0.1', minLength: 1, description: 'address to listen on (`0.0.0.0` in a container)' }),
+  port: Type.Integer({ env: 'PORT', default: 3000, minimum: 0, maximum: 65535, description: 'HTTP port (with Docker Compose: the port published on the host)' }),
+  logLevel: Type.Union([Type.Literal('fatal'), Type.Literal('error'), Type.Literal('warn'), Type.Literal('info'), Type.Literal('debug'), Type.Literal('trace'), Type.Literal('silent')], {
+    env: 'LOG_LEVEL', default: 'info', description: 'pino level; `silent` turns logs off'
+  }),
+  trustProxy: Type.String({
+    env: 'TRUST_PROXY',
+    default: 'false',
+    description: 'whose `X-Forwarded-*` and `X-Request-Id` to believe: `false` (nobody), `true` (every peer: only where nothing but the proxy can connect), or the proxy\'s addresses and CIDR ranges, comma-separated (`10.77.0.10`); behind a proxy the per-client limits see real clients only when it is trusted'
+  }),
+  httpsOnly: Type.Boolean({ env: 'HTTPS_ONLY', default: false, description: 'reached over HTTPS only (a TLS proxy in front): HSTS, and the CSP asks browsers to upgrade requests; leave false for plain HTTP (the OpenAPI page would load blank)' }),
+  bodyLimit: Type.Integer({ env: 'BODY_LIMIT', default: 1_048_576, minimum: 1024, description: 'largest request body, in bytes (413 past it)' }),
+  shutdownGraceMs: Type.Integer({ env: 'SHUTDOWN_GRACE_MS', default: 10_000, minimum: 0, description: 'on SIGTERM, how long (ms) in-flight requests get before the process exits anyway (exit 1)' }),
+  shutdownDrainMs: Type.Integer({
+    env: 'SHUTDOWN_DRAIN_MS',
+    default: 0,
+    minimum: 0,
+    maximum: 600_000,
+    description: 'on SIGTERM, first drain for this long (ms; part of `SHUTDOWN_GRACE_MS`, so shorter): `/health/ready` answers 503 while requests are still served, so a load balancer takes the instance out before it stops accepting (Docker Compose: 4000)'
+  })
 })
 
-export type Env = Static<typeof EnvSchema>
+const database = Type.Object({
+  url: Type.Optional(Type.String({ env: 'DATABASE_URL', fromFile: true, pattern: '^postgres(ql)?://', description: 'PostgreSQL URL; wins over the `DB_*` variables' })),
+  host: Type.Optional(Type.String({ env: 'DB_HOST', minLength: 1, description: 'database host; with neither it nor `DATABASE_URL`, `npm start` runs an embedded PostgreSQL' })),
+  port: Type.Integer({ env: 'DB_PORT', default: 5432, minimum: 1, maximum: 65535, description: 'database port' }),
+  user: Type.String({ env: 'DB_USER', default: 'postgres', minLength: 1, description: 'database role' }),
+  password: Type.String({ env: 'DB_PASSWORD', fromFile: true, default: 'postgres', description: 'database password (required by Docker Compose)' }),
+  name: Type.String({ env: 'DB_NAME', default: 'app', minLength: 1, pattern: '^[A-Za-z0-9_]+$', description: 'database name' }),
+  poolSize: Type.Integer({ env: 'DB_POOL_SIZE', default: 10, minimum: 1, maximum: 200, description: 'connections in the pool (per replica)' }),
+  replicas: Type.Integer({
+    env: 'API_REPLICAS',
+    default: 1,
+    minimum: 1,
+    maximum: 1000,
+    description: 'replicas of the service on this database: at start `DB_POOL_SIZE` x `API_REPLICAS` is checked against the server\'s `max_connections`, with a warning when it does not fit (src/db/pool-budget.ts)'
+  }),
+  pgbouncer: Type.Boolean({
+    env: 'DB_PGBOUNCER',
+    default: false,
+    description: 'the database URL leads to PgBouncer in transaction pooling mode: no named prepared statements, no `statement_timeout` startup parameter (set it on the role), no pool budget check (docs/operations.md, "PgBouncer")'
+  }),
+  connectTimeoutMs: Type.Integer({
+    env: 'DB_CONNECT_TIMEOUT_MS',
+    default: 5000,
+    minimum: 100,
+    maximum: 600_000,
+    description: 'wait at most this long (ms) for a pool connection, a new one included (then 503); raise it for a database that takes long to accept connections (one that resumes from a pause)'
+  }),
+  statementTimeoutMs: Type.Integer({
+    env: 'DB_STATEMENT_TIMEOUT_MS',
+    default: 5000,
+    minimum: 0,
+    maximum: 3_600_000,
+    description: 'PostgreSQL cancels a longer statement, lock waits included (`statement_timeout`, ms; then 503); 0 = none. The client gives up on a query the server does not answer at all 2 s after it (src/db/client.ts)'
+  }),
+  migrateOnStart: Type.Boolean({ env: 'MIGRATE_ON_START', default: true, description: 'apply pending migrations at start (also in the container: the one migration path); `false`: `npm run db:migrate`' }),
+  embedded: Type.Optional(Type.Boolean({
+    env: 'EMBEDDED_DB',
+    description: 'run the embedded PostgreSQL when no database is configured; unset: yes in development and test, refused in production (`true` runs it there on purpose)'
+  })),
+  embeddedDir: Type.String({
+    env: 'EMBEDDED_DB_DIR',
+    default: EMBEDDED_DB_DIR_DEFAULT,
+    description: 'data folder of the embedded PostgreSQL (kept between runs, git-ignored); unset, as root in a folder the `postgres` user cannot enter: `/var/tmp/user-product-service-<hash>/postgres`, named in the start line'
+  }),
+  embeddedPort: Type.Integer({ env: 'EMBEDDED_DB_PORT', default: 0, minimum: 0, maximum: 65535, description: 'port of the embedded PostgreSQL; 0 picks a free one' })
+})
 
-export interface Config extends Omit<Env, 'ACCESS_TOKEN_TTL' | 'CSRF_TRUSTED_ORIGINS'> {
-  /** ACCESS_TOKEN_TTL, else JWT_EXPIRES_IN, else 15m. */
-  ACCESS_TOKEN_TTL: string
-  /** The parsed origins, e.g. `https://app.example.com` (no trailing slash). */
-  CSRF_TRUSTED_ORIGINS: string[]
+const auth = Type.Object({
+  secret: Type.Optional(Type.String({
+    env: 'SECRET',
+    fromFile: true,
+    minLength: 32,
+    description: 'JWT signing secret (HS256), 32+ characters (`openssl rand -base64 48`); required in production; unset in development: generated once and kept in `.data/dev-secret`'
+  })),
+  accessTokenTtl: Type.String({
+    env: 'ACCESS_TOKEN_TTL',
+    aliases: ['JWT_EXPIRES_IN'],
+    default: '15m',
+    pattern: DURATION,
+    description: 'access token (JWT) lifetime (a number with `ms`, `s`, `m`, `h` or `d`), short since the refresh token renews it; `JWT_EXPIRES_IN`, its old name, is still read when unset'
+  }),
+  refreshTokenTtl: Type.String({ env: 'REFRESH_TOKEN_TTL', default: '30d', pattern: DURATION, description: 'refresh token lifetime (a duration, as above); every refresh issues a new one for this long; longer than `ACCESS_TOKEN_TTL`' }),
+  refreshMinIntervalMs: Type.Integer({
+    env: 'REFRESH_MIN_INTERVAL_MS',
+    default: 10_000,
+    minimum: 0,
+    maximum: 3_600_000,
+    description: 'least time (ms) between two refreshes of one session, after its first (sooner: 429 with Retry-After, the token stays valid); 0 = none. Lower it with a shorter `ACCESS_TOKEN_TTL`; 100 of these intervals should exceed `ACCESS_TOKEN_TTL`, so a thief cannot rotate a stolen token out of reuse detection (docs/api.md, "Sessions")'
+  }),
+  sessionsMaxPerUser: Type.Integer({
+    env: 'SESSIONS_MAX_PER_USER',
+    default: 10,
+    minimum: 1,
+    maximum: 1000,
+    description: 'live sessions (logins) per user; a login past it ends the user\'s least recently used session (nobody is locked out)'
+  }),
+  cookieSecure: Type.Boolean({ env: 'COOKIE_SECURE', default: true, description: 'browser session cookies are `Secure` and named `__Secure-*`; `false` only for plain-HTTP local development' }),
+  csrfTrustedOrigins: Type.String({
+    env: 'CSRF_TRUSTED_ORIGINS',
+    default: '',
+    description: 'comma-separated origins (`https://app.example.com`: scheme, host, optional port) whose pages may send cookie-authenticated changes besides the service\'s own; others: 403 `CSRF_REJECTED`'
+  }),
+  bcryptCost: Type.Integer({ env: 'BCRYPT_COST', default: 10, minimum: 4, maximum: 15, description: 'bcrypt cost; each +1 doubles the hashing time' }),
+  adminApiKeys: Type.String({
+    env: 'ADMIN_API_KEYS',
+    fromFile: true,
+    default: '',
+    description: 'comma-separated admin keys, all accepted (rotate by adding the new one first); empty: the admin routes refuse every request. Each key: 32+ characters and about 128 bits (no repeats, no sequences), or the service does not start (exit 78): `openssl rand -base64 32`'
+  })
+})
+
+const limits = Type.Object({
+  authMax: Type.Integer({
+    env: 'RATE_LIMIT_AUTH_MAX',
+    default: 20,
+    minimum: 1,
+    description: 'requests that cost a bcrypt computation (registration, login, `PATCH /api/user/:id` with `currentPassword`, `DELETE /api/user/:id`) per client address per minute, all together (429 with Retry-After past it)'
+  }),
+  loginFailuresMax: Type.Integer({
+    env: 'LOGIN_FAILURES_MAX',
+    default: 10,
+    minimum: 1,
+    description: 'wrong password guesses per account per `LOGIN_FAILURES_WINDOW_MS`, from any client: failed logins and wrong current passwords (429 with Retry-After past it; anyone can so lock an account for one window: docs/reliability.md, "Brute force")'
+  }),
+  loginFailuresWindowMs: Type.Integer({ env: 'LOGIN_FAILURES_WINDOW_MS', default: 900_000, minimum: 1000, description: 'the window of `LOGIN_FAILURES_MAX` (ms): how long an account stays locked' }),
+  maxInFlight: Type.Integer({
+    env: 'LOAD_SHED_MAX_IN_FLIGHT',
+    default: 256,
+    minimum: 0,
+    maximum: 1_000_000,
+    description: 'shed load (503 `OVERLOADED` with Retry-After, before Fastify sees the request) while this many requests are in progress in this process; 0 = no cap. Bounds the queue, and so the latency under overload (docs/operations.md)'
+  }),
+  maxInFlightPerClient: Type.Integer({
+    env: 'LOAD_SHED_MAX_IN_FLIGHT_PER_CLIENT',
+    default: 32,
+    minimum: 0,
+    maximum: 1_000_000,
+    description: 'requests in progress one client may hold (its address; behind a proxy named in `TRUST_PROXY`, the forwarded one; an IPv6 /64 is one client); past it 429 `TOO_MANY_IN_PROGRESS` with Retry-After while others are admitted; 0 = no share'
+  }),
+  maxEventLoopDelayMs: Type.Integer({ env: 'MAX_EVENT_LOOP_DELAY_MS', default: 200, minimum: 0, maximum: 60_000, description: 'shed load too while the mean event loop delay exceeds this (ms); 0 = never' }),
+  maxDbWaiting: Type.Integer({
+    env: 'LOAD_SHED_MAX_DB_WAITING',
+    default: 0,
+    minimum: 0,
+    maximum: 100_000,
+    description: 'shed load too while this many queries wait for a database pool connection; 0 = never (opt-in: measured, it cost more throughput than it saved latency; docs/operations.md)'
+  }),
+  slowClientWindowMs: Type.Integer({
+    env: 'SLOW_CLIENT_WINDOW_MS',
+    default: 5000,
+    minimum: 0,
+    maximum: 600_000,
+    description: 'in every window of this many ms, a request body must arrive, and an answer the client holds up must be read, at `SLOW_CLIENT_MIN_BYTES_PER_S` at least: below it the body gets 408 `BODY_TOO_SLOW` and an unread answer\'s connection is cut, freeing its place; 0 = never (docs/operations.md, "Slow and greedy clients")'
+  }),
+  slowClientMinBytesPerS: Type.Integer({
+    env: 'SLOW_CLIENT_MIN_BYTES_PER_S',
+    default: 1024,
+    minimum: 1,
+    maximum: 1_073_741_824,
+    description: 'the minimum rate of `SLOW_CLIENT_WINDOW_MS`, in bytes per second (1024: a 5 MiB image in under 90 min, while an attacker pays 1 KiB/s per place held)'
+  })
+})
+
+const redis = Type.Object({
+  url: Type.Optional(Type.String({
+    env: 'REDIS_URL',
+    fromFile: true,
+    pattern: '^rediss?://',
+    description: '`redis://` or `rediss://` URL: the per-client and per-account limits count in Redis, shared by every replica; unset, each process counts alone. While Redis is down, login, registration, password checks and admin keys answer 503 with Retry-After; reads stay up (docs/operations.md, "Redis")'
+  })),
+  keyPrefix: Type.String({ env: 'REDIS_KEY_PREFIX', default: 'ups:', maxLength: 100, description: 'prefix of every key the service writes (several services or environments can share one Redis)' })
+})
+
+const telemetry = Type.Object({
+  endpoint: Type.Optional(Type.String({
+    env: 'OTEL_EXPORTER_OTLP_ENDPOINT',
+    pattern: '^https?://[^\\s]+$',
+    description: 'OpenTelemetry collector\'s base URL: spans go over OTLP/HTTP (JSON) to `<endpoint>/v1/traces`; unset: no tracing, and no OpenTelemetry module is loaded (docs/operations.md, "Traces")'
+  })),
+  headers: Type.String({
+    env: 'OTEL_EXPORTER_OTLP_HEADERS',
+    fromFile: true,
+    default: '',
+    pattern: '^$|^\\s*[^=,\\s]+\\s*=[^,]*(,\\s*[^=,\\s]+\\s*=[^,]*)*$',
+    description: 'headers sent with every export, `name=value` pairs separated by commas (a collector\'s token)'
+  }),
+  serviceName: Type.String({ env: 'OTEL_SERVICE_NAME', default: 'user-product-service', minLength: 1, description: '`service.name` of every span' }),
+  sampleRatio: Type.Number({ env: 'OTEL_TRACES_SAMPLER_ARG', default: 1, minimum: 0, maximum: 1, description: 'share of new traces recorded (0 to 1); a request whose `traceparent` is sampled is always recorded' })
+})
+
+const storage = Type.Object({
+  uploadDir: Type.String({ env: 'UPLOAD_DIR', default: '.data/uploads', minLength: 1, description: 'folder of uploaded product images, created at start (Docker Compose: the `uploads` volume at /app/uploads)' })
+})
+
+// Quotas on what one user can store (docs/api.md, "Quotas") are enforced in the database under
+// a lock of the user's row, so that concurrent requests and several replicas cannot pass them.
+const products = Type.Object({
+  maxPerUser: Type.Integer({
+    env: 'PRODUCTS_MAX_PER_USER',
+    default: 1000,
+    minimum: 1,
+    maximum: 1_000_000,
+    description: 'products one user may hold: a seller lists a catalogue, a stolen or scripted token must not fill the database; past it, creating one is 409 `PRODUCT_QUOTA_EXCEEDED`'
+  }),
+  imageMaxBytes: Type.Integer({ env: 'IMAGE_MAX_BYTES', default: 5_242_880, minimum: 1024, maximum: 104_857_600, description: 'largest product image (PNG, JPEG or WebP), in bytes (413 past it)' }),
+  imageBytesPerUser: Type.Integer({
+    env: 'IMAGE_BYTES_MAX_PER_USER',
+    default: 104_857_600,
+    minimum: 1024,
+    maximum: 1_099_511_627_776,
+    description: 'bytes of product images one user may store, all products together (a replacement counts the difference); past it, an upload is 409 `IMAGE_QUOTA_EXCEEDED` and nothing is kept; at least `IMAGE_MAX_BYTES`'
+  }),
+  csvMaxRows: Type.Integer({ env: 'CSV_MAX_ROWS', default: 10_000, minimum: 100, maximum: 1_000_000, description: 'largest `limit` of a CSV page of `GET /api/product` (`Accept: text/csv`); a JSON page stays at most 100' })
+})
+
+/** Every setting, in sections; each leaf names its environment variable (`env`). */
+export const EnvSchema = Type.Object({ server, database, auth, limits, redis, telemetry, storage, products })
+
+type Settings = Static<typeof EnvSchema>
+
+export type ServerSettings = Settings['server']
+export type DatabaseSettings = Settings['database']
+export interface AuthSettings extends Omit<Settings['auth'], 'secret' | 'csrfTrustedOrigins'> {
   /** The signing secret: configured, or (development, test) generated. */
-  SECRET: string
-  /** True when SECRET was generated rather than configured. */
+  secret: string
+  /** True when the secret was generated rather than configured. */
   secretGenerated: boolean
+  /** REFRESH_TOKEN_TTL in milliseconds. */
+  refreshTokenTtlMs: number
+  /** The parsed origins, e.g. `https://app.example.com` (no trailing slash). */
+  csrfTrustedOrigins: string[]
+}
+export type LimitsSettings = Settings['limits']
+export type RedisSettings = Settings['redis']
+export type TelemetrySettings = Settings['telemetry']
+export type StorageSettings = Settings['storage']
+export type ProductsSettings = Settings['products']
+
+export interface Config {
+  server: ServerSettings
+  database: DatabaseSettings
+  auth: AuthSettings
+  limits: LimitsSettings
+  redis: RedisSettings
+  telemetry: TelemetrySettings
+  storage: StorageSettings
+  products: ProductsSettings
+  /** Variables that are set but no longer read (`RETIRED`), for a warning at start. */
+  retired: string[]
+}
+
+/**
+ * Variables the service no longer reads: tuning knobs that no operator had a reason to turn.
+ * Each is a documented constant of the code that owns it; a test changes it through that
+ * plugin's options. Set, it is ignored with a warning at start.
+ */
+export const RETIRED: Readonly<Record<string, string>> = {
+  DB_QUERY_TIMEOUT_MS: 'the client-side query timeout is DB_STATEMENT_TIMEOUT_MS + 2 s (src/db/client.ts)',
+  HEALTH_READY_TIMEOUT_MS: '/health/ready answers 503 after 1.5 s (src/modules/health/routes.ts)',
+  LOAD_SHED_SAMPLE_MS: 'the event loop delay is sampled every second (src/plugins/load-shedding.ts)',
+  LOAD_SHED_RETRY_AFTER_S: 'a shed request\'s Retry-After is 2 s (src/lib/admission.ts)',
+  REDIS_CONNECT_TIMEOUT_MS: 'a Redis connection attempt gives up after 2 s (src/plugins/redis.ts)',
+  REDIS_COMMAND_TIMEOUT_MS: 'a Redis command fails after 1 s (src/plugins/redis.ts)',
+  RATE_LIMIT_AUTH_WINDOW_MS: 'RATE_LIMIT_AUTH_MAX counts per minute (src/modules/auth/budget.ts)',
+  ACCOUNT_CHANGES_MAX: 'a user changes their own record at most 10 times per 15 min (src/modules/users/routes.ts)',
+  ACCOUNT_CHANGES_WINDOW_MS: 'a user changes their own record at most 10 times per 15 min (src/modules/users/routes.ts)',
+  ADMIN_KEY_FAILURES_MAX: 'a client may send 10 wrong admin keys per 15 min (src/modules/admin/api-keys.ts)',
+  ADMIN_KEY_FAILURES_WINDOW_MS: 'a client may send 10 wrong admin keys per 15 min (src/modules/admin/api-keys.ts)',
+  REFRESH_TOKENS_KEPT: '100 rotated refresh tokens are kept per session (src/modules/sessions/repository.ts)'
 }
 
 export class ConfigError extends Error {
   override name = 'ConfigError'
 }
 
-/** Variables that may instead name a file holding the value (`SECRET_FILE=/run/secrets/jwt`). */
-const FILE_VARIABLES = ['SECRET', 'DB_PASSWORD', 'DATABASE_URL', 'ADMIN_API_KEYS', 'REDIS_URL', 'OTEL_EXPORTER_OTLP_HEADERS'] as const
+/** What a leaf of EnvSchema carries besides its JSON schema. */
+interface LeafSchema extends TSchema { env: string, description: string, default?: unknown, fromFile?: boolean, aliases?: string[] }
+
+interface Leaf { section: string, key: string, env: string, schema: LeafSchema, required: boolean }
+
+/** The leaves of EnvSchema, in order. */
+export function settings (): Leaf[] {
+  const leaves: Leaf[] = []
+  for (const [section, node] of Object.entries(EnvSchema.properties)) {
+    const required = new Set<string>(node.required ?? [])
+    for (const [key, schema] of Object.entries(node.properties as unknown as Record<string, LeafSchema>)) {
+      leaves.push({ section, key, env: schema.env, schema, required: required.has(key) })
+    }
+  }
+  return leaves
+}
+
+/** Every variable read, with the old names still read and without the `_FILE` twins. */
+export function envVariables (): string[] {
+  return settings().flatMap((leaf) => [leaf.env, ...(leaf.schema.aliases ?? [])])
+}
+
+/** The flat JSON schema of the variables that env-schema validates: Ajv's errors name the variable. */
+function flatSchema (leaves: Leaf[]): object {
+  const properties: Record<string, object> = {}
+  const required: string[] = []
+  for (const leaf of leaves) {
+    // Only JSON Schema goes to Ajv (its strict mode warns of unknown keywords).
+    const { env, fromFile, aliases, description, ...schema } = leaf.schema
+    properties[leaf.env] = schema
+    if (leaf.required) required.push(leaf.env)
+    for (const alias of aliases ?? []) {
+      const { default: _default, ...withoutDefault } = schema
+      properties[alias] = withoutDefault
+    }
+  }
+  return { type: 'object', properties, required }
+}
 
 /** Where development keeps its generated SECRET, so a restart (`npm run dev`) keeps everyone logged in. */
 const DEV_SECRET_FILE = path.join('.data', 'dev-secret')
@@ -263,9 +373,9 @@ function readDotenv (file: string): Record<string, string> {
 }
 
 /** Replaces `<NAME>_FILE` by `<NAME>` read from that file (one trailing newline dropped). */
-function readSecretFiles (variables: Record<string, string | undefined>): Record<string, string | undefined> {
+function readSecretFiles (variables: Record<string, string | undefined>, names: string[]): Record<string, string | undefined> {
   const result = { ...variables }
-  for (const name of FILE_VARIABLES) {
+  for (const name of names) {
     const file = result[`${name}_FILE`]
     delete result[`${name}_FILE`]
     if (file === undefined || file === '') continue
@@ -304,41 +414,62 @@ export function loadConfig (data: Record<string, string | undefined> = process.e
   const fromProcess = data === process.env
   const dotenvFile = opts.dotenvFile ?? (fromProcess ? '.env' : false)
   const devSecretFile = opts.devSecretFile ?? (fromProcess ? DEV_SECRET_FILE : false)
+  const leaves = settings()
+  const schema = flatSchema(leaves) as { properties: Record<string, unknown> }
+  const variables = readSecretFiles({ ...(dotenvFile ? readDotenv(dotenvFile) : {}), ...data }, leaves.filter((l) => l.schema.fromFile === true).map((l) => l.env))
   // An empty value (`DATABASE_URL=`) means "unset", so the default applies.
-  const merged = Object.fromEntries(Object.entries(readSecretFiles({ ...(dotenvFile ? readDotenv(dotenvFile) : {}), ...data }))
-    .filter(([name, value]) => value !== undefined && value !== '' && name in EnvSchema.properties))
-  let env: Env
+  const merged = Object.fromEntries(Object.entries(variables).filter(([name, value]) => value !== undefined && value !== '' && name in schema.properties))
+  for (const leaf of leaves) {
+    for (const alias of leaf.schema.aliases ?? []) {
+      if (merged[alias] !== undefined && merged[leaf.env] !== undefined) {
+        throw new ConfigError(`Invalid configuration: set ${leaf.env} or ${alias} (its old name), not both`)
+      }
+    }
+  }
+  let env: Record<string, unknown>
   try {
-    env = envSchema<Env>({ schema: structuredClone(EnvSchema), data: merged, env: false })
+    env = envSchema<Record<string, unknown>>({ schema, data: merged, env: false })
   } catch (error) {
     // Ajv's message names the variable: "env/PORT must be <= 65535".
     throw new ConfigError(`Invalid configuration: ${(error as Error).message}`)
   }
+  const sections: Record<string, Record<string, unknown>> = {}
+  for (const leaf of leaves) {
+    const alias = (leaf.schema.aliases ?? []).find((name) => merged[name] !== undefined)
+    const value = alias === undefined ? env[leaf.env] : env[alias]
+    sections[leaf.section] ??= {}
+    if (value !== undefined) sections[leaf.section]![leaf.key] = value
+  }
+  const read = sections as unknown as Settings
   try {
-    parseApiKeys(env.ADMIN_API_KEYS)
-    parseTrustProxy(env.TRUST_PROXY)
+    parseApiKeys(read.auth.adminApiKeys)
+    parseTrustProxy(read.server.trustProxy)
   } catch (error) {
     throw new ConfigError(`Invalid configuration: ${(error as Error).message}`)
   }
-  if (env.IMAGE_BYTES_MAX_PER_USER < env.IMAGE_MAX_BYTES) {
-    throw new ConfigError(`Invalid configuration: IMAGE_BYTES_MAX_PER_USER (${env.IMAGE_BYTES_MAX_PER_USER}) must be at least IMAGE_MAX_BYTES (${env.IMAGE_MAX_BYTES}): a user could never store an image of the allowed size`)
+  if (read.products.imageBytesPerUser < read.products.imageMaxBytes) {
+    throw new ConfigError(`Invalid configuration: IMAGE_BYTES_MAX_PER_USER (${read.products.imageBytesPerUser}) must be at least IMAGE_MAX_BYTES (${read.products.imageMaxBytes}): a user could never store an image of the allowed size`)
   }
-  if (env.SHUTDOWN_DRAIN_MS > 0 && env.SHUTDOWN_DRAIN_MS >= env.SHUTDOWN_GRACE_MS) {
-    throw new ConfigError(`Invalid configuration: SHUTDOWN_DRAIN_MS (${env.SHUTDOWN_DRAIN_MS}) must be shorter than SHUTDOWN_GRACE_MS (${env.SHUTDOWN_GRACE_MS}): the drain is part of the grace period`)
+  if (read.server.shutdownDrainMs > 0 && read.server.shutdownDrainMs >= read.server.shutdownGraceMs) {
+    throw new ConfigError(`Invalid configuration: SHUTDOWN_DRAIN_MS (${read.server.shutdownDrainMs}) must be shorter than SHUTDOWN_GRACE_MS (${read.server.shutdownGraceMs}): the drain is part of the grace period`)
   }
-  const sessions = sessionSettings(env)
-  const production = env.NODE_ENV === 'production'
-  if (production && configuredDatabaseUrl(env) === undefined && env.EMBEDDED_DB !== true) {
+  const production = read.server.env === 'production'
+  if (production && configuredDatabaseUrl(read.database) === undefined && read.database.embedded !== true) {
     throw new ConfigError('Invalid configuration: no database configured in production. Set DATABASE_URL (or DB_HOST and the other DB_* variables), or EMBEDDED_DB=true to run the embedded PostgreSQL on purpose')
   }
-  if (env.SECRET === undefined) {
+  const session = sessionSettings(read.auth)
+  let secret = read.auth.secret
+  if (secret === undefined) {
     if (production) {
       throw new ConfigError('Invalid configuration: SECRET is required in production (at least 32 characters, e.g. `openssl rand -base64 48`)')
     }
-    const secret = devSecretFile ? developmentSecret(devSecretFile) : randomBytes(48).toString('base64url')
-    return { ...env, ...sessions, SECRET: secret, secretGenerated: true }
+    secret = devSecretFile ? developmentSecret(devSecretFile) : randomBytes(48).toString('base64url')
   }
-  return { ...env, ...sessions, SECRET: env.SECRET, secretGenerated: false }
+  return {
+    ...read,
+    auth: { ...read.auth, ...session, secret, secretGenerated: read.auth.secret === undefined },
+    retired: Object.keys(RETIRED).filter((name) => variables[name] !== undefined && variables[name] !== '')
+  }
 }
 
 const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }
@@ -351,17 +482,14 @@ export function durationMs (value: string): number {
 }
 
 /** Token lifetimes and the CSRF origins, checked together. */
-function sessionSettings (env: Env): Pick<Config, 'ACCESS_TOKEN_TTL' | 'CSRF_TRUSTED_ORIGINS'> {
-  if (env.ACCESS_TOKEN_TTL !== undefined && env.JWT_EXPIRES_IN !== undefined) {
-    throw new ConfigError('Invalid configuration: set ACCESS_TOKEN_TTL or JWT_EXPIRES_IN (its old name), not both')
-  }
-  const access = env.ACCESS_TOKEN_TTL ?? env.JWT_EXPIRES_IN ?? '15m'
-  const accessMs = durationMs(access)
+function sessionSettings (auth: Settings['auth']): Pick<AuthSettings, 'refreshTokenTtlMs' | 'csrfTrustedOrigins'> {
+  const accessMs = durationMs(auth.accessTokenTtl)
   if (accessMs < 1000) throw new ConfigError('Invalid configuration: ACCESS_TOKEN_TTL must be at least 1s')
-  if (durationMs(env.REFRESH_TOKEN_TTL) <= accessMs) {
+  const refreshTokenTtlMs = durationMs(auth.refreshTokenTtl)
+  if (refreshTokenTtlMs <= accessMs) {
     throw new ConfigError('Invalid configuration: REFRESH_TOKEN_TTL must be longer than ACCESS_TOKEN_TTL')
   }
-  const origins = env.CSRF_TRUSTED_ORIGINS.split(',').map((o) => o.trim()).filter((o) => o !== '')
+  const origins = auth.csrfTrustedOrigins.split(',').map((o) => o.trim()).filter((o) => o !== '')
   for (const origin of origins) {
     let parsed: URL | undefined
     try { parsed = new URL(origin) } catch {}
@@ -369,14 +497,14 @@ function sessionSettings (env: Env): Pick<Config, 'ACCESS_TOKEN_TTL' | 'CSRF_TRU
       throw new ConfigError(`Invalid configuration: CSRF_TRUSTED_ORIGINS: ${JSON.stringify(origin)} is not an origin like https://app.example.com (scheme, host, optional port; no path or trailing slash)`)
     }
   }
-  return { ACCESS_TOKEN_TTL: access, CSRF_TRUSTED_ORIGINS: origins }
+  return { refreshTokenTtlMs, csrfTrustedOrigins: origins }
 }
 
 /** The database URL the configuration names, or undefined when the embedded database should run. */
-export function configuredDatabaseUrl (config: Pick<Env, 'DATABASE_URL' | 'DB_HOST' | 'DB_USER' | 'DB_PASSWORD' | 'DB_PORT' | 'DB_NAME'>): string | undefined {
-  if (config.DATABASE_URL) return config.DATABASE_URL
-  if (!config.DB_HOST) return undefined
-  const user = encodeURIComponent(config.DB_USER)
-  const password = encodeURIComponent(config.DB_PASSWORD)
-  return `postgresql://${user}:${password}@${config.DB_HOST}:${config.DB_PORT}/${config.DB_NAME}`
+export function configuredDatabaseUrl (database: Pick<DatabaseSettings, 'url' | 'host' | 'user' | 'password' | 'port' | 'name'>): string | undefined {
+  if (database.url) return database.url
+  if (!database.host) return undefined
+  const user = encodeURIComponent(database.user)
+  const password = encodeURIComponent(database.password)
+  return `postgresql://${user}:${password}@${database.host}:${database.port}/${database.name}`
 }

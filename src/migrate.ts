@@ -11,7 +11,7 @@ import { pendingMigrations } from './db/pending.js'
 import { exitOnSetupError } from './lib/setup-error.js'
 
 try {
-  const database = await openDatabase(loadConfig())
+  const database = await openDatabase(loadConfig().database)
   try {
     const pending = await pendingMigrations(database.url)
     if (pending.length === 0) {

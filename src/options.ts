@@ -5,7 +5,7 @@
 import type { ServerOptions } from 'node:http'
 import { createRequire } from 'node:module'
 import type { FastifyServerOptions } from 'fastify'
-import type { Config } from './config.js'
+import type { ServerSettings } from './config.js'
 import { clientErrorHandler } from './lib/client-error.js'
 import { requestIds } from './lib/request-id.js'
 import { parseTrustProxy } from './lib/trust-proxy.js'
@@ -69,7 +69,7 @@ export function timeoutOptions (timeouts: HttpTimeouts): Pick<FastifyServerOptio
  * worker thread) when it is installed; JSON everywhere else, and in development without it
  * (`node dist/server.js` with production dependencies only).
  */
-function prettyTransport (env: Config['NODE_ENV']): { transport?: { target: string, options: Record<string, unknown> } } {
+function prettyTransport (env: ServerSettings['env']): { transport?: { target: string, options: Record<string, unknown> } } {
   if (env !== 'development') return {}
   try {
     return { transport: { target: createRequire(import.meta.url).resolve('pino-pretty'), options: { translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' } } }
@@ -83,16 +83,16 @@ function prettyTransport (env: Config['NODE_ENV']): { transport?: { target: stri
  * @param logMixin fields added to every log line (with tracing on: the active span's
  *   `trace_id` and `span_id`, src/telemetry).
  */
-export function serverOptions (config: Pick<Config, 'LOG_LEVEL' | 'BODY_LIMIT' | 'TRUST_PROXY' | 'NODE_ENV'>, logStream?: NodeJS.WritableStream, logMixin?: () => Record<string, string>): FastifyServerOptions {
-  const trustProxy = parseTrustProxy(config.TRUST_PROXY)
+export function serverOptions (server: Pick<ServerSettings, 'logLevel' | 'bodyLimit' | 'trustProxy' | 'env'>, logStream?: NodeJS.WritableStream, logMixin?: () => Record<string, string>): FastifyServerOptions {
+  const trustProxy = parseTrustProxy(server.trustProxy)
   return {
     logger: {
-      level: config.LOG_LEVEL,
+      level: server.logLevel,
       redact: { paths: REDACTED_PATHS, censor: '[redacted]' },
       ...(logMixin ? { mixin: logMixin } : {}),
-      ...(logStream ? { stream: logStream } : prettyTransport(config.NODE_ENV))
+      ...(logStream ? { stream: logStream } : prettyTransport(server.env))
     },
-    bodyLimit: config.BODY_LIMIT,
+    bodyLimit: server.bodyLimit,
     trustProxy,
     // A valid X-Request-Id from a trusted proxy is kept, so the proxy's log line and ours
     // share it; anything else gets our own id (src/lib/request-id.ts).

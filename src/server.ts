@@ -19,7 +19,7 @@
  * `npm run db:migrate` (src/migrate.ts) runs the same steps alone.
  */
 import closeWithGrace from 'close-with-grace'
-import { loadConfig, type Config } from './config.js'
+import { loadConfig, RETIRED, type Config } from './config.js'
 import type { Migrator } from './db/migrate-on-start.js'
 import { openDatabase } from './db/open.js'
 import { exitOnSetupError } from './lib/setup-error.js'
@@ -48,7 +48,7 @@ async function main (): Promise<void> {
   }
 
   // Tracing first: the modules below load `pg`, which its instrumentation patches on load.
-  const tracing = await startTracing(config).catch(exitOnSetupError)
+  const tracing = await startTracing(config.telemetry).catch(exitOnSetupError)
   const { buildApp } = await import('./app.js')
   const { migrateDeploy } = await import('./db/migrate.js')
   const { migrateInBackground } = await import('./db/migrate-on-start.js')
@@ -56,11 +56,11 @@ async function main (): Promise<void> {
   const { sqlPool } = await import('./db/client.js')
   const { checkPoolBudget } = await import('./db/pool-budget.js')
 
-  const database = await openDatabase(config).catch(exitOnSetupError)
+  const database = await openDatabase(config.database).catch(exitOnSetupError)
   // Imported after the embedded database: its exit hook is removed here.
   takeOverSignals()
   const { url: databaseUrl, embedded } = database
-  if (embedded !== undefined && config.MIGRATE_ON_START) {
+  if (embedded !== undefined && config.database.migrateOnStart) {
     // Our own database is up now: migrate before listening, so `npm start` serves at once.
     const pending = await pendingMigrations(databaseUrl)
     if (pending.length > 0) {
@@ -71,22 +71,25 @@ async function main (): Promise<void> {
 
   // Prisma connects lazily: building the app needs no database.
   const app = await buildApp({ config, databaseUrl, tracing })
-  if (config.secretGenerated) {
+  if (config.auth.secretGenerated) {
     app.log.warn('SECRET is not set: using a development secret kept in .data/dev-secret. Set SECRET (32+ characters) in production.')
+  }
+  for (const name of config.retired) {
+    app.log.warn(`${name} is set but no longer read: ${RETIRED[name]!}`)
   }
 
   let migrator: Migrator | undefined
   closeWithGrace({
-    delay: config.SHUTDOWN_GRACE_MS,
+    delay: config.server.shutdownGraceMs,
     logger: { error: (message: unknown) => app.log.error(String(message)) }
   }, async ({ signal, err }) => {
     if (err) app.log.error({ err }, 'closing after an error')
     else app.log.info({ signal }, 'closing')
     migrator?.stop()
     app.draining.start()
-    if (config.SHUTDOWN_DRAIN_MS > 0 && !err) {
-      app.log.info({ drainMs: config.SHUTDOWN_DRAIN_MS }, 'draining: readiness answers 503, requests are still served')
-      await new Promise((resolve) => setTimeout(resolve, config.SHUTDOWN_DRAIN_MS))
+    if (config.server.shutdownDrainMs > 0 && !err) {
+      app.log.info({ drainMs: config.server.shutdownDrainMs }, 'draining: readiness answers 503, requests are still served')
+      await new Promise((resolve) => setTimeout(resolve, config.server.shutdownDrainMs))
     }
     await app.close()
     await embedded?.stop()
@@ -98,16 +101,16 @@ async function main (): Promise<void> {
   // A connection storm (clients reconnecting under overload) waits in the kernel's accept
   // queue instead of having its SYNs dropped and retried 1, 3 and 7 s later: Node's default
   // of 511 overflowed in bench/overload.ts. Linux caps it at net.core.somaxconn (4096).
-  const address = await app.listen({ host: config.HOST, port: config.PORT, backlog: LISTEN_BACKLOG })
+  const address = await app.listen({ host: config.server.host, port: config.server.port, backlog: LISTEN_BACKLOG })
   app.log.info(`listening on ${address} (OpenAPI page: ${address}/docs)`)
 
   // Every replica's pool against the server's max_connections: a warning when it does not fit.
-  checkPoolBudget(sqlPool(app.prisma), { poolSize: config.DB_POOL_SIZE, replicas: config.API_REPLICAS, pgbouncer: config.DB_PGBOUNCER, statementTimeoutMs: config.DB_STATEMENT_TIMEOUT_MS }).then(
+  checkPoolBudget(sqlPool(app.prisma), config.database).then(
     (budget) => app.log[budget.level]({ poolBudget: budget.figures }, budget.message),
     (error: Error) => app.log.info(`Connection budget not checked (the database did not answer: ${error.message})`))
 
   // A configured database may be down at start: migrate in the background, with retries.
-  if (config.MIGRATE_ON_START && embedded === undefined) {
+  if (config.database.migrateOnStart && embedded === undefined) {
     migrator = migrateInBackground({
       url: databaseUrl,
       log: { info: (m) => app.log.info(m), warn: (m) => app.log.warn(m) }

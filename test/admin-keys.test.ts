@@ -206,8 +206,8 @@ t.test('a weak ADMIN_API_KEYS stops the server with the configuration exit (78) 
   t.notMatch(output, /\n\s+at /, 'no stack trace')
 })
 
-t.test('wrong keys are limited per client: 429 with Retry-After after ADMIN_KEY_FAILURES_MAX, however concurrent', async (t) => {
-  const app = await build(t, { env: { ADMIN_KEY_FAILURES_MAX: '5', ADMIN_KEY_FAILURES_WINDOW_MS: '60000' } })
+t.test('wrong keys are limited per client: 429 with Retry-After after the limit of wrong keys, however concurrent', async (t) => {
+  const app = await build(t, { tuning: { keyFailures: { max: 5, timeWindow: 60_000 } } })
   const wrong = (i: number) => admin(randomBytes(32).toString('base64') + i)
   const answers = await Promise.all(Array.from({ length: 40 }, (_, i) => app.inject({ url: '/api/admin/users', headers: wrong(i), remoteAddress: '10.20.0.1' })))
   const statuses = answers.map((res) => res.statusCode)
@@ -223,7 +223,7 @@ t.test('wrong keys are limited per client: 429 with Retry-After after ADMIN_KEY_
 })
 
 t.test('right keys are never limited or slowed: they do not use the budget, even many at once', async (t) => {
-  const app = await build(t, { env: { ADMIN_KEY_FAILURES_MAX: '3', ADMIN_KEY_FAILURES_WINDOW_MS: '60000' } })
+  const app = await build(t, { tuning: { keyFailures: { max: 3, timeWindow: 60_000 } } })
   const client = { remoteAddress: '10.21.0.1' }
   const right = await Promise.all(Array.from({ length: 50 }, (_, i) => app.inject({ url: '/api/admin/users?limit=1', headers: admin(i % 2 === 0 ? CURRENT : PREVIOUS), ...client })))
   t.same([...new Set(right.map((res) => res.statusCode))], [200], '50 right keys at once: all 200')

@@ -2,16 +2,21 @@ import { mkdtemp, readFile, stat, writeFile } from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
 import t from 'tap'
-import { ConfigError, configuredDatabaseUrl, loadConfig } from '../src/config.js'
+import { ConfigError, configuredDatabaseUrl, EnvSchema, envVariables, loadConfig, RETIRED, settings } from '../src/config.js'
 import { serverOptions } from '../src/options.js'
 
 t.test('defaults', async (t) => {
   const config = loadConfig({}, false)
-  t.match(config, { NODE_ENV: 'development', HOST: '127.0.0.1', PORT: 3000, ACCESS_TOKEN_TTL: '15m', REFRESH_TOKEN_TTL: '30d', COOKIE_SECURE: true, CSRF_TRUSTED_ORIGINS: [], BCRYPT_COST: 10, DB_PORT: 5432, BODY_LIMIT: 1048576, MIGRATE_ON_START: true })
-  t.equal(config.secretGenerated, true, 'development generates a secret')
-  t.ok(config.SECRET.length >= 32)
-  t.not(loadConfig({}, false).SECRET, config.SECRET, 'a new one each run')
-  t.equal(configuredDatabaseUrl(config), undefined, 'no database configured: embedded')
+  t.match(config, {
+    server: { env: 'development', host: '127.0.0.1', port: 3000, bodyLimit: 1048576 },
+    auth: { accessTokenTtl: '15m', refreshTokenTtl: '30d', refreshTokenTtlMs: 30 * 86_400_000, cookieSecure: true, csrfTrustedOrigins: [], bcryptCost: 10 },
+    database: { port: 5432, migrateOnStart: true },
+    retired: []
+  })
+  t.equal(config.auth.secretGenerated, true, 'development generates a secret')
+  t.ok(config.auth.secret.length >= 32)
+  t.not(loadConfig({}, false).auth.secret, config.auth.secret, 'a new one each run')
+  t.equal(configuredDatabaseUrl(config.database), undefined, 'no database configured: embedded')
 })
 
 t.test('a wrong value stops the service with a message naming the variable', async (t) => {
@@ -22,9 +27,10 @@ t.test('a wrong value stops the service with a message naming the variable', asy
     { ACCESS_TOKEN_TTL: '500ms' }, { REFRESH_TOKEN_TTL: '10m' }, { LOG_LEVEL: 'loud' }, { NODE_ENV: 'staging' }, { SECRET: 'too-short' },
     { DATABASE_URL: 'mysql://x' }, { DB_NAME: 'bad name;' }, { BODY_LIMIT: '10' }, { MIGRATE_ON_START: 'maybe' },
     { SHUTDOWN_GRACE_MS: '-5' }, { HTTPS_ONLY: 'sometimes' }, { EMBEDDED_DB: 'perhaps' },
-    { REDIS_URL: 'http://localhost:6379' }, { REDIS_COMMAND_TIMEOUT_MS: '0' }, { REDIS_CONNECT_TIMEOUT_MS: 'soon' },
-    { API_REPLICAS: '0' }, { DB_PGBOUNCER: 'yes please' },
-    { PRODUCTS_MAX_PER_USER: '0' }, { SESSIONS_MAX_PER_USER: '0' }, { REFRESH_TOKENS_KEPT: '0' }, { REFRESH_MIN_INTERVAL_MS: '-1' },
+    { REDIS_URL: 'http://localhost:6379' }, { REDIS_KEY_PREFIX: 'x'.repeat(101) },
+    { API_REPLICAS: '0' }, { DB_PGBOUNCER: 'yes please' }, { DB_CONNECT_TIMEOUT_MS: '10' }, { DB_STATEMENT_TIMEOUT_MS: 'soon' },
+    { PRODUCTS_MAX_PER_USER: '0' }, { SESSIONS_MAX_PER_USER: '0' }, { REFRESH_MIN_INTERVAL_MS: '-1' },
+    { LOAD_SHED_MAX_IN_FLIGHT: '-1' }, { SLOW_CLIENT_MIN_BYTES_PER_S: '0' }, { OTEL_TRACES_SAMPLER_ARG: '2' }, { CSV_MAX_ROWS: '10' },
     // Smaller than one image of IMAGE_MAX_BYTES: no such image could ever be stored.
     { IMAGE_BYTES_MAX_PER_USER: '4194304' }
   ]
@@ -35,9 +41,9 @@ t.test('a wrong value stops the service with a message naming the variable', asy
 })
 
 t.test('session settings', async (t) => {
-  t.match(loadConfig({ ACCESS_TOKEN_TTL: '5m', REFRESH_TOKEN_TTL: '7d', CSRF_TRUSTED_ORIGINS: ' https://app.example.com , http://localhost:5173 ' }, false),
-    { ACCESS_TOKEN_TTL: '5m', REFRESH_TOKEN_TTL: '7d', CSRF_TRUSTED_ORIGINS: ['https://app.example.com', 'http://localhost:5173'] })
-  t.equal(loadConfig({ JWT_EXPIRES_IN: '2h' }, false).ACCESS_TOKEN_TTL, '2h', 'JWT_EXPIRES_IN is read as an alias')
+  t.match(loadConfig({ ACCESS_TOKEN_TTL: '5m', REFRESH_TOKEN_TTL: '7d', CSRF_TRUSTED_ORIGINS: ' https://app.example.com , http://localhost:5173 ' }, false).auth,
+    { accessTokenTtl: '5m', refreshTokenTtl: '7d', refreshTokenTtlMs: 7 * 86_400_000, csrfTrustedOrigins: ['https://app.example.com', 'http://localhost:5173'] })
+  t.equal(loadConfig({ JWT_EXPIRES_IN: '2h' }, false).auth.accessTokenTtl, '2h', 'JWT_EXPIRES_IN is read as an alias')
   t.throws(() => loadConfig({ JWT_EXPIRES_IN: '2h', ACCESS_TOKEN_TTL: '5m' }, false), { name: 'ConfigError', message: /ACCESS_TOKEN_TTL or JWT_EXPIRES_IN/ }, 'not both')
   t.throws(() => loadConfig({ ACCESS_TOKEN_TTL: '2h', REFRESH_TOKEN_TTL: '1h' }, false), { name: 'ConfigError', message: /REFRESH_TOKEN_TTL must be longer/ })
 })
@@ -47,15 +53,15 @@ t.test('production refuses to start without SECRET', async (t) => {
   t.throws(() => loadConfig({ NODE_ENV: 'production', ...db }, false), ConfigError)
   t.throws(() => loadConfig({ NODE_ENV: 'production', ...db }, false), /SECRET is required in production/)
   const config = loadConfig({ NODE_ENV: 'production', SECRET: 's'.repeat(32), ...db }, false)
-  t.equal(config.secretGenerated, false)
+  t.equal(config.auth.secretGenerated, false)
 })
 
 t.test('production with no database configured refuses to start the embedded one silently', async (t) => {
   const production = { NODE_ENV: 'production', SECRET: 's'.repeat(32) }
   t.throws(() => loadConfig(production, false), { name: 'ConfigError', message: /no database configured in production.*EMBEDDED_DB=true/ })
-  t.equal(configuredDatabaseUrl(loadConfig({ ...production, EMBEDDED_DB: 'true' }, false)), undefined, 'asked for explicitly: embedded')
+  t.equal(configuredDatabaseUrl(loadConfig({ ...production, EMBEDDED_DB: 'true' }, false).database), undefined, 'asked for explicitly: embedded')
   t.ok(loadConfig({ ...production, DATABASE_URL: 'postgresql://a@h/db' }, false))
-  t.equal(loadConfig({}, false).EMBEDDED_DB, undefined, 'development: embedded by default')
+  t.equal(loadConfig({}, false).database.embedded, undefined, 'development: embedded by default')
 })
 
 t.test('secrets from files (*_FILE)', async (t) => {
@@ -65,22 +71,26 @@ t.test('secrets from files (*_FILE)', async (t) => {
   const password = path.join(dir, 'password')
   await writeFile(password, 'p@ss word\n')
   const config = loadConfig({ SECRET_FILE: secret, DB_PASSWORD_FILE: password, DB_HOST: 'db' }, false)
-  t.equal(config.SECRET, 'f'.repeat(40), 'one trailing newline dropped')
-  t.equal(config.DB_PASSWORD, 'p@ss word')
-  t.equal(configuredDatabaseUrl(config), 'postgresql://postgres:p%40ss%20word@db:5432/app')
+  t.equal(config.auth.secret, 'f'.repeat(40), 'one trailing newline dropped')
+  t.equal(config.database.password, 'p@ss word')
+  t.equal(configuredDatabaseUrl(config.database), 'postgresql://postgres:p%40ss%20word@db:5432/app')
   t.throws(() => loadConfig({ SECRET: 'g'.repeat(40), SECRET_FILE: secret }, false), { name: 'ConfigError', message: /SECRET or SECRET_FILE, not both/ })
   t.throws(() => loadConfig({ SECRET_FILE: path.join(dir, 'missing') }, false), { name: 'ConfigError', message: /SECRET_FILE: cannot read .*ENOENT/ })
   const fromDotenv = path.join(dir, '.env')
   await writeFile(fromDotenv, `SECRET_FILE=${secret}\n`)
-  t.equal(loadConfig({}, fromDotenv).SECRET, 'f'.repeat(40), 'a _FILE variable in .env works too')
+  t.equal(loadConfig({}, fromDotenv).auth.secret, 'f'.repeat(40), 'a _FILE variable in .env works too')
+  const keys = path.join(dir, 'keys')
+  await writeFile(keys, 'cQXHu+OADM8lmuQm07Z89qTn09F5X/SLMMaTFhU+hQs=\n')
+  t.equal(loadConfig({ ADMIN_API_KEYS_FILE: keys }, false).auth.adminApiKeys, 'cQXHu+OADM8lmuQm07Z89qTn09F5X/SLMMaTFhU+hQs=', 'every secret has its _FILE twin')
+  t.equal(loadConfig({ PORT_FILE: secret }, false).server.port, 3000, 'a setting that is no secret has no _FILE twin')
 })
 
 t.test('development keeps its generated SECRET across restarts; production never writes one', async (t) => {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'config-'))
   const file = path.join(dir, 'sub', 'dev-secret')
   const first = loadConfig({}, { devSecretFile: file })
-  t.equal(first.secretGenerated, true)
-  t.equal(loadConfig({}, { devSecretFile: file }).SECRET, first.SECRET, 'the same secret after a restart')
+  t.equal(first.auth.secretGenerated, true)
+  t.equal(loadConfig({}, { devSecretFile: file }).auth.secret, first.auth.secret, 'the same secret after a restart')
   t.equal((await stat(file)).mode & 0o777, 0o600, 'kept readable by its owner only')
   const other = path.join(dir, 'prod-secret')
   t.throws(() => loadConfig({ NODE_ENV: 'production', DB_HOST: 'db' }, { devSecretFile: other }), /SECRET is required/)
@@ -88,28 +98,28 @@ t.test('development keeps its generated SECRET across restarts; production never
 })
 
 t.test('database URL: DATABASE_URL wins, else the DB_* variables', async (t) => {
-  t.equal(configuredDatabaseUrl(loadConfig({ DATABASE_URL: 'postgresql://a@h/db', DB_HOST: 'other' }, false)), 'postgresql://a@h/db')
+  t.equal(configuredDatabaseUrl(loadConfig({ DATABASE_URL: 'postgresql://a@h/db', DB_HOST: 'other' }, false).database), 'postgresql://a@h/db')
   t.equal(
-    configuredDatabaseUrl(loadConfig({ DB_HOST: 'db', DB_PORT: '6543', DB_USER: 'app user', DB_PASSWORD: 'p@ss:w/rd', DB_NAME: 'shop' }, false)),
+    configuredDatabaseUrl(loadConfig({ DB_HOST: 'db', DB_PORT: '6543', DB_USER: 'app user', DB_PASSWORD: 'p@ss:w/rd', DB_NAME: 'shop' }, false).database),
     'postgresql://app%20user:p%40ss%3Aw%2Frd@db:6543/shop',
     'credentials are URL-encoded'
   )
 })
 
 t.test('empty values mean unset; .env is read and the environment wins over it', async (t) => {
-  t.equal(loadConfig({ DATABASE_URL: '', PORT: '' }, false).PORT, 3000)
+  t.equal(loadConfig({ DATABASE_URL: '', PORT: '' }, false).server.port, 3000)
   const dir = await mkdtemp(path.join(os.tmpdir(), 'config-'))
   const file = path.join(dir, '.env')
   await writeFile(file, '# comment\nPORT=4000\nLOG_LEVEL=warn\nDB_PASSWORD=\n')
   const config = loadConfig({ LOG_LEVEL: 'error' }, file)
-  t.equal(config.PORT, 4000, 'from .env')
-  t.equal(config.LOG_LEVEL, 'error', 'the environment wins')
-  t.equal(config.DB_PASSWORD, 'postgres', 'empty in .env: the default')
-  t.equal(loadConfig({}, path.join(dir, 'missing.env')).PORT, 3000, 'a missing .env is fine')
+  t.equal(config.server.port, 4000, 'from .env')
+  t.equal(config.server.logLevel, 'error', 'the environment wins')
+  t.equal(config.database.password, 'postgres', 'empty in .env: the default')
+  t.equal(loadConfig({}, path.join(dir, 'missing.env')).server.port, 3000, 'a missing .env is fine')
 })
 
 t.test('logs: human-readable through pino-pretty in development, JSON elsewhere', async (t) => {
-  const config = (NODE_ENV: string) => loadConfig({ NODE_ENV, SECRET: 's'.repeat(32), DB_HOST: 'db' }, false)
+  const config = (NODE_ENV: string) => loadConfig({ NODE_ENV, SECRET: 's'.repeat(32), DB_HOST: 'db' }, false).server
   const development = serverOptions(config('development')).logger as { transport?: { target: string } }
   t.match(development.transport?.target, /pino-pretty/, 'development: pino-pretty')
   for (const env of ['production', 'test'] as const) {
@@ -120,11 +130,30 @@ t.test('logs: human-readable through pino-pretty in development, JSON elsewhere'
 })
 
 t.test('every variable of the environment schema is listed in .env.example and the README', async (t) => {
-  const { EnvSchema } = await import('../src/config.js')
   const example = await readFile(new URL('../.env.example', import.meta.url), 'utf8')
   const readme = await readFile(new URL('../README.md', import.meta.url), 'utf8')
-  for (const name of Object.keys(EnvSchema.properties)) {
+  for (const name of envVariables()) {
     t.match(example, new RegExp(`^${name}=`, 'm'), `${name} in .env.example`)
     t.match(readme, new RegExp(`\`${name}\``), `${name} in the README`)
   }
+  for (const name of Object.keys(RETIRED)) {
+    t.notMatch(example, new RegExp(`^${name}=`, 'm'), `${name}, no longer read, is not offered in .env.example`)
+  }
+})
+
+t.test('the schema in sections: each leaf names its variable once, with a description', async (t) => {
+  const seen = new Set<string>()
+  for (const leaf of settings()) {
+    t.ok(leaf.schema.description.length > 0, `${leaf.env} has a description`)
+    t.notOk(seen.has(leaf.env), `${leaf.env} is read once`)
+    seen.add(leaf.env)
+    t.notOk(leaf.env in RETIRED, `${leaf.env} is not retired`)
+  }
+  t.same(Object.keys(EnvSchema.properties), ['server', 'database', 'auth', 'limits', 'redis', 'telemetry', 'storage', 'products'])
+})
+
+t.test('a variable no longer read is ignored and reported, whatever its value', async (t) => {
+  const config = loadConfig({ LOAD_SHED_SAMPLE_MS: 'soon', REFRESH_TOKENS_KEPT: '5', ACCOUNT_CHANGES_MAX: '' }, false)
+  t.same(config.retired, ['LOAD_SHED_SAMPLE_MS', 'REFRESH_TOKENS_KEPT'], 'set ones only (empty is unset)')
+  t.equal(Object.keys(RETIRED).length, 12)
 })

@@ -26,7 +26,7 @@ t.test('names (the display name): optional, returned, changed by PATCH, validate
     t.equal(set.json().user.names, 'Grace Hopper')
     t.notOk(set.json().token, 'no new session for a names change')
     t.equal((await get()).names, 'Grace Hopper', 'the token check reads it too')
-    const admin = await app.inject({ method: 'GET', url: '/api/admin/users?limit=100', headers: { authorization: `Bearer ${app.config.ADMIN_API_KEYS.split(',')[0]!}` } })
+    const admin = await app.inject({ method: 'GET', url: '/api/admin/users?limit=100', headers: { authorization: `Bearer ${app.config.auth.adminApiKeys.split(',')[0]!}` } })
     t.equal(admin.json().items.find((u: { id: number }) => u.id === me.id)?.names, 'Grace Hopper', 'the admin list')
     const cleared = await injectAs(app, me, { method: 'PATCH', url: `/api/user/${me.id}`, payload: { names: null } })
     t.equal(cleared.json().user.names, null, 'null removes it')

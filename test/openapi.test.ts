@@ -63,7 +63,8 @@ t.test('each route answers every status it documents, and documents every status
   // one product and 1 KiB of images per user, one refresh a minute per session.
   const limited = await build(t, {
     databaseUrl: app.databaseUrl,
-    env: { RATE_LIMIT_AUTH_MAX: '1', ACCOUNT_CHANGES_MAX: '1', ADMIN_KEY_FAILURES_MAX: '1', PRODUCTS_MAX_PER_USER: '1', IMAGE_MAX_BYTES: '1024', IMAGE_BYTES_MAX_PER_USER: '1024', REFRESH_MIN_INTERVAL_MS: '60000' }
+    env: { RATE_LIMIT_AUTH_MAX: '1', PRODUCTS_MAX_PER_USER: '1', IMAGE_MAX_BYTES: '1024', IMAGE_BYTES_MAX_PER_USER: '1024', REFRESH_MIN_INTERVAL_MS: '60000' },
+    tuning: { accountChanges: { max: 1 }, keyFailures: { max: 1 } }
   })
   // A database that does not exist on the same server: every query fails as with a database that is down.
   const missing = new URL(app.databaseUrl)
@@ -86,7 +87,7 @@ t.test('each route answers every status it documents, and documents every status
   }
   const pictured = await product(me)
   await upload(pictured, me, PNG)
-  const huge = { title: 'x'.repeat(Number(app.config.BODY_LIMIT) + 1), amount: 1 }
+  const huge = { title: 'x'.repeat(Number(app.config.server.bodyLimit) + 1), amount: 1 }
   const text = { headers: { 'content-type': 'text/plain' }, payload: 'hello' }
 
   /** Makes `fn` throw an unexpected error while `run` runs: the route's 500. */
@@ -249,7 +250,7 @@ t.test('each route answers every status it documents, and documents every status
         const body = multipart(Buffer.concat([PNG, Buffer.alloc(1000 - PNG.length)]))
         return await limited.inject({ method: 'POST', url: `/api/product/${mine}/image`, headers: { ...body.headers, ...me.auth }, payload: body.payload })
       },
-      413: () => upload(mine, me, Buffer.concat([PNG, Buffer.alloc(Number(app.config.IMAGE_MAX_BYTES))])),
+      413: () => upload(mine, me, Buffer.concat([PNG, Buffer.alloc(Number(app.config.products.imageMaxBytes))])),
       415: () => upload(mine, me, Buffer.from('plain text, not an image')),
       500: () => failing(app.productImages, 'upload', () => upload(mine, me, PNG)),
       503: () => down.inject({ method: 'POST', url: `/api/product/${mine}/image`, payload: multipart(PNG).payload, headers: { ...multipart(PNG).headers, ...me.auth } })

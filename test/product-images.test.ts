@@ -80,7 +80,7 @@ async function setup (t: { teardown: (fn: () => unknown) => void }, env: Record<
   const base = await app.listen({ host: '127.0.0.1', port: 0 })
   const me = await registerAndLogin(app)
   const other = await registerAndLogin(app)
-  return { app, base, uploads: app.config.UPLOAD_DIR, me, other }
+  return { app, base, uploads: app.config.storage.uploadDir, me, other }
 }
 
 // One app for the whole file: building one (its own database) costs seconds on a busy machine.

@@ -152,7 +152,7 @@ t.test('sessions per user: a login past the cap ends the least recently used ses
 })
 
 t.test('refresh rows: 800 rotations in a burst keep a bounded trail; reuse of a recent rotated token still revokes the session', async (t) => {
-  const app = await build(t, { env: { REFRESH_TOKENS_KEPT: '20', REFRESH_MIN_INTERVAL_MS: '0' } })
+  const app = await build(t, { env: { REFRESH_MIN_INTERVAL_MS: '0' }, tuning: { refreshTokensKept: 20 } })
   const db = await sqlClient(t, app.databaseUrl)
   const me = await registerAndLogin(app)
   const refresh = async (refreshToken: string) => await app.inject({ method: 'POST', url: '/api/auth/refresh-token', payload: { refreshToken } })
@@ -177,7 +177,7 @@ t.test('refresh rows: 800 rotations in a burst keep a bounded trail; reuse of a 
 })
 
 t.test('REFRESH_MIN_INTERVAL_MS=0: back-to-back rotations are never refused (timestamps are stored to the millisecond, rounded)', async (t) => {
-  const app = await build(t, { env: { REFRESH_TOKENS_KEPT: '5', REFRESH_MIN_INTERVAL_MS: '0' } })
+  const app = await build(t, { env: { REFRESH_MIN_INTERVAL_MS: '0' }, tuning: { refreshTokensKept: 5 } })
   const me = await registerAndLogin(app)
   const expiresAt = new Date(Date.now() + 86_400_000)
   let current = hashRefreshToken(me.refreshToken)

@@ -15,8 +15,8 @@ const databaseUrl = process.env.DATABASE_URL
 if (!databaseUrl) throw new Error('DATABASE_URL is required')
 
 const app = await buildApp({ config, databaseUrl })
-const hasher = await createHasher(variant, config.BCRYPT_COST)
+const hasher = await createHasher(variant, config.auth.bcryptCost)
 app.passwords = hasher
 app.addHook('onClose', async () => { await hasher.close() })
-await app.listen({ host: config.HOST, port: config.PORT })
+await app.listen({ host: config.server.host, port: config.server.port })
 process.once('SIGTERM', () => { app.close().then(() => process.exit(0), () => process.exit(1)) })

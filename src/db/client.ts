@@ -15,11 +15,15 @@ export interface ClientOptions {
   url: string
   poolSize?: number
   /** How long to wait for a connection before failing (the request then answers 503). */
-  connectionTimeoutMillis?: number
+  connectTimeoutMs?: number
   /** Server side: PostgreSQL cancels a longer statement (SQLSTATE 57014, answered 503); 0 = none. */
-  statementTimeoutMillis?: number
-  /** Client side: a query with no answer fails after this long ('Query read timeout', 503) and its connection is dropped; 0 = none. */
-  queryTimeoutMillis?: number
+  statementTimeoutMs?: number
+  /**
+   * Client side: a query with no answer fails after this long ('Query read timeout', 503) and
+   * its connection is dropped; 0 = none. By default the statement timeout plus
+   * QUERY_TIMEOUT_MARGIN_MS (none without a statement timeout).
+   */
+  queryTimeoutMs?: number
   /**
    * The URL leads to PgBouncer in transaction pooling mode: each transaction may run on
    * another server connection, so no named prepared statements (a name prepared on one is
@@ -29,20 +33,29 @@ export interface ClientOptions {
   pgbouncer?: boolean
 }
 
+/**
+ * How much longer than the statement timeout the client waits for an answer: a statement the
+ * server cancels answers 57014 first, so the client's own timeout only ends the waits of a
+ * server that does not answer at all (a frozen host, a network gone).
+ */
+export const QUERY_TIMEOUT_MARGIN_MS = 2000
+
 const pools = new WeakMap<PrismaClient, pg.Pool>()
 const unnamed = new WeakSet<PrismaClient>()
 
 export function createPrismaClient (options: ClientOptions): PrismaClient {
+  const statementTimeout = options.statementTimeoutMs ?? 0
+  const queryTimeout = options.queryTimeoutMs ?? (statementTimeout > 0 ? statementTimeout + QUERY_TIMEOUT_MARGIN_MS : 0)
   const pool = new pg.Pool({
     connectionString: options.url,
     max: options.poolSize ?? 10,
-    connectionTimeoutMillis: options.connectionTimeoutMillis ?? 5000,
+    connectionTimeoutMillis: options.connectTimeoutMs ?? 5000,
     idleTimeoutMillis: 30_000,
     // A hung database must not hold requests: the server cancels long statements (also a
     // wait on a lock), and when the server itself does not answer (frozen host, network
     // gone), the client gives up. pg-pool discards a connection whose query failed so.
-    ...(options.statementTimeoutMillis && options.pgbouncer !== true ? { statement_timeout: options.statementTimeoutMillis } : {}),
-    ...(options.queryTimeoutMillis ? { query_timeout: options.queryTimeoutMillis } : {})
+    ...(statementTimeout && options.pgbouncer !== true ? { statement_timeout: statementTimeout } : {}),
+    ...(queryTimeout ? { query_timeout: queryTimeout } : {})
   })
   // An idle connection the server drops (a restart, a dropped database) is discarded by the
   // pool and the next query opens a new one. Without a listener of our own, the 'error'

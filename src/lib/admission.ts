@@ -19,8 +19,8 @@
  *   one) holds at most `maxInFlightPerClient` of the places; past that its requests are
  *   refused with a 429 `TOO_MANY_IN_PROGRESS` and `Retry-After` while others are admitted;
  * - an admitted request whose body stops arriving, or whose answer stops being read, gives its
- *   place back within seconds: in every `slowWindowMs` the bytes must move at
- *   `minBytesPerSecond` at least (a body: from the request's admission; an answer: while the
+ *   place back within seconds: in every `slowClientWindowMs` the bytes must move at
+ *   `slowClientMinBytesPerS` at least (a body: from the request's admission; an answer: while the
  *   socket is back-pressured, i.e. the client is what holds it up). A body that is too slow
  *   ends with a 408 `BODY_TOO_SLOW` (through Fastify's error handler: its body reader gets the
  *   error) and `Connection: close`; an answer that is not read is cut (nobody reads a
@@ -53,11 +53,17 @@ export interface Overload {
   why: string
 }
 
+/**
+ * `Retry-After` (seconds) of a refusal: long enough for a burst to pass, short enough that a
+ * client retrying on it meets a service that recovered.
+ */
+export const RETRY_AFTER_SECONDS = 2
+
 export interface AdmissionOptions {
   /** Refuse while this many admitted requests are unfinished; 0: no cap. */
   maxInFlight: number
-  /** `Retry-After` of the 503 and of the 429, in seconds. */
-  retryAfterSeconds: number
+  /** `Retry-After` of the 503 and of the 429, in seconds; RETRY_AFTER_SECONDS unless a test sets it. */
+  retryAfterSeconds?: number
   /** The request id of a refusal: Fastify's `genReqId` (src/lib/request-id.ts). */
   requestId: RequestId
   /** Admitted requests one client may have unfinished; past that, 429; 0: no share. */
@@ -65,9 +71,9 @@ export interface AdmissionOptions {
   /** TRUST_PROXY, parsed (src/lib/trust-proxy.ts): whose X-Forwarded-For names the client. */
   trustProxy?: boolean | string[]
   /** The window of the minimum rates (ms): a body or an answer is cut after a window below the rate; 0: never. */
-  slowWindowMs?: number
+  slowClientWindowMs?: number
   /** The minimum rate of a body, and of an answer the client holds up, in bytes per second. */
-  minBytesPerSecond?: number
+  slowClientMinBytesPerS?: number
 }
 
 export interface Admission {
@@ -157,10 +163,10 @@ function logLimiter (perInterval: number, intervalMs: number): (log: FastifyBase
 export function createAdmission (options: AdmissionOptions): Admission {
   const { maxInFlight } = options
   const perClient = options.maxInFlightPerClient ?? 0
-  const windowMs = options.slowWindowMs ?? 0
-  const minRate = options.minBytesPerSecond ?? 0
+  const windowMs = options.slowClientWindowMs ?? 0
+  const minRate = options.slowClientMinBytesPerS ?? 0
   const clientAddress = clientAddressReader(options.trustProxy ?? false)
-  const retryAfter = String(options.retryAfterSeconds)
+  const retryAfter = String(options.retryAfterSeconds ?? RETRY_AFTER_SECONDS)
   const exempt = new Set<string>()
   const checks: Array<() => Overload | undefined> = []
   const refused: Record<ShedReason, number> = { in_flight: 0, db_queue: 0, event_loop: 0 }

@@ -55,7 +55,8 @@ declare module 'fastify' {
 
 interface AuthenticationOptions {
   secret: string
-  expiresIn: string
+  /** Lifetime of an access token (ACCESS_TOKEN_TTL, `15m`). */
+  accessTokenTtl: string
   /** The user a token names, with its token version, if the token's session is live, or null: runs on every authenticated request. */
   findUser: (id: number, sessionId: string) => Promise<TokenUser | null>
   /** Name of the access-token cookie of browser clients. */
@@ -78,7 +79,7 @@ function subjectId (sub: unknown): number | undefined {
 async function authentication (app: FastifyInstance, options: AuthenticationOptions): Promise<void> {
   await app.register(fastifyJwt, {
     secret: options.secret,
-    sign: { algorithm: ALGORITHM, expiresIn: options.expiresIn },
+    sign: { algorithm: ALGORITHM, expiresIn: options.accessTokenTtl },
     verify: { algorithms: [ALGORITHM] }
   })
 

@@ -27,12 +27,18 @@ declare module 'fastify' {
   }
 }
 
+/**
+ * How often the event loop delay is sampled (ms): shedding starts and stops within about this
+ * time. Shorter reacts faster to a burst but sheds on shorter hiccups (a GC pause).
+ */
+export const SAMPLE_INTERVAL_MS = 1000
+
 export interface LoadSheddingOptions {
   admission: Admission
   /** Shed while the mean event loop delay exceeds this (ms); 0 disables this condition. */
   maxEventLoopDelayMs: number
-  /** How often the delay is sampled (ms): the time to start and to stop shedding. */
-  sampleIntervalMs: number
+  /** How often the delay is sampled (ms): the time to start and to stop shedding; SAMPLE_INTERVAL_MS unless a test sets it. */
+  sampleIntervalMs?: number
   /** Shed while this many queries wait for a database connection; 0 never. */
   maxDbWaiting: number
 }
@@ -64,7 +70,7 @@ async function loadShedding (app: FastifyInstance, options: LoadSheddingOptions)
     })
     await app.register(underPressure, {
       maxEventLoopDelay: options.maxEventLoopDelayMs,
-      sampleInterval: options.sampleIntervalMs,
+      sampleInterval: options.sampleIntervalMs ?? SAMPLE_INTERVAL_MS,
       // A value returned is sent as the reply (the plugin's types say void, its code sends it).
       pressureHandler: ((request: FastifyRequest, reply: FastifyReply, _type: string, value: number | undefined): ProblemBody | undefined => {
         if (request.routeOptions.config.loadShedding === false) return undefined // served

@@ -81,8 +81,13 @@ export async function createPasswordHasher (options: PasswordHasherOptions): Pro
   }
 }
 
-async function passwordPlugin (app: FastifyInstance, options: PasswordHasherOptions): Promise<void> {
-  const { close, ...hasher } = await createPasswordHasher(options)
+/** The auth settings' `bcryptCost` (BCRYPT_COST). */
+export interface PasswordPluginOptions extends Omit<PasswordHasherOptions, 'cost'> {
+  bcryptCost: number
+}
+
+async function passwordPlugin (app: FastifyInstance, options: PasswordPluginOptions): Promise<void> {
+  const { close, ...hasher } = await createPasswordHasher({ ...options, cost: options.bcryptCost })
   app.decorate('passwords', hasher)
   app.addHook('onClose', close)
 }

@@ -4,7 +4,7 @@
  * (src/lib/redis-attempts.ts, @fastify/rate-limit's Redis store), so replicas share them.
  *
  * Bounded waits, so a Redis that is down or hangs costs a request at most
- * REDIS_COMMAND_TIMEOUT_MS (docs/operations.md, "Redis"):
+ * COMMAND_TIMEOUT_MS (docs/operations.md, "Redis"):
  * - no offline queue: while the connection is down a command fails at once (the limits
  *   then answer 503 with Retry-After: they fail closed) instead of waiting for a reconnect;
  * - a command with no answer fails after `commandTimeout` (a frozen server or network);
@@ -23,21 +23,32 @@ declare module 'fastify' {
   }
 }
 
+/**
+ * A connection attempt gives up after this long (ms) and retries in the background; the
+ * start waits for it at most this long too. A Redis beside the service answers in
+ * milliseconds, so this only bounds the wait for one that is down.
+ */
+export const CONNECT_TIMEOUT_MS = 2000
+/** A command with no answer fails after this long (ms): the request answers 503 rather than hang. */
+export const COMMAND_TIMEOUT_MS = 1000
+
 export interface RedisPluginOptions {
   /** redis:// or rediss:// URL; undefined: no Redis (`app.redis` is null). */
   url?: string
   /** Prefix of every key (ioredis `keyPrefix`). */
   keyPrefix: string
-  connectTimeoutMs: number
-  commandTimeoutMs: number
+  /** CONNECT_TIMEOUT_MS unless a test sets it. */
+  connectTimeoutMs?: number
+  /** COMMAND_TIMEOUT_MS unless a test sets it. */
+  commandTimeoutMs?: number
 }
 
 /** The ioredis options of the service (also used by tests to open their own clients alike). */
 export function redisClientOptions (options: Omit<RedisPluginOptions, 'url'>): RedisOptions {
   return {
     keyPrefix: options.keyPrefix,
-    connectTimeout: options.connectTimeoutMs,
-    commandTimeout: options.commandTimeoutMs,
+    connectTimeout: options.connectTimeoutMs ?? CONNECT_TIMEOUT_MS,
+    commandTimeout: options.commandTimeoutMs ?? COMMAND_TIMEOUT_MS,
     enableOfflineQueue: false,
     maxRetriesPerRequest: 1,
     // Reconnect forever, backing off to 2 s between attempts.
@@ -70,7 +81,7 @@ async function redisPlugin (app: FastifyInstance, options: RedisPluginOptions): 
   app.addHook('onReady', async () => {
     if (client.status === 'ready') return
     await new Promise<void>((resolve) => {
-      const timer = setTimeout(done, options.connectTimeoutMs)
+      const timer = setTimeout(done, options.connectTimeoutMs ?? CONNECT_TIMEOUT_MS)
       client.once('ready', done)
       function done (): void {
         clearTimeout(timer)

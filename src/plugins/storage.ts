@@ -14,12 +14,12 @@ declare module 'fastify' {
 }
 
 export interface StorageOptions {
-  /** UPLOAD_DIR: the folder of the files. */
-  root: string
+  /** The folder of the files (UPLOAD_DIR). */
+  uploadDir: string
 }
 
 async function storage (app: FastifyInstance, options: StorageOptions): Promise<void> {
-  const files = new FileBlobStorage(options.root)
+  const files = new FileBlobStorage(options.uploadDir)
   await files.init()
   app.decorate('storage', files as BlobStorage)
 }

@@ -1,5 +1,5 @@
 /**
- * Traces, opt-in: `startTracing(config)` returns undefined when OTEL_EXPORTER_OTLP_ENDPOINT
+ * Traces, opt-in: `startTracing(config.telemetry)` returns undefined when OTEL_EXPORTER_OTLP_ENDPOINT
  * is unset, and no OpenTelemetry module is loaded at all (this file imports none; the SDK
  * is behind a dynamic import). Set, it starts the SDK (./otel.ts) and returns what the app
  * needs: the Fastify plugin to register first, the log mixin and a flush for shutdown.
@@ -8,7 +8,7 @@
  * instrumentation patches the module when it is first required.
  */
 import type { FastifyPluginCallback } from 'fastify'
-import type { Config } from '../config.js'
+import type { TelemetrySettings } from '../config.js'
 
 export interface Tracing {
   /** @fastify/otel's plugin: one SERVER span per request, parented on an incoming `traceparent`. */
@@ -19,11 +19,9 @@ export interface Tracing {
   shutdown: () => Promise<void>
 }
 
-export type TracingConfig = Pick<Config, 'OTEL_EXPORTER_OTLP_ENDPOINT' | 'OTEL_EXPORTER_OTLP_HEADERS' | 'OTEL_SERVICE_NAME' | 'OTEL_TRACES_SAMPLER_ARG'>
-
-export async function startTracing (config: TracingConfig): Promise<Tracing | undefined> {
-  const endpoint = config.OTEL_EXPORTER_OTLP_ENDPOINT
+export async function startTracing (telemetry: TelemetrySettings): Promise<Tracing | undefined> {
+  const endpoint = telemetry.endpoint
   if (endpoint === undefined || endpoint === '') return undefined
   const { startOtel } = await import('./otel.js')
-  return startOtel({ ...config, OTEL_EXPORTER_OTLP_ENDPOINT: endpoint })
+  return startOtel({ ...telemetry, endpoint })
 }

@@ -21,7 +21,8 @@ import { resourceFromAttributes } from '@opentelemetry/resources'
 import { BatchSpanProcessor, NodeTracerProvider, ParentBasedSampler, TraceIdRatioBasedSampler } from '@opentelemetry/sdk-trace-node'
 import { ATTR_SERVICE_NAME } from '@opentelemetry/semantic-conventions'
 import type { FastifyRequest } from 'fastify'
-import type { Tracing, TracingConfig } from './index.js'
+import type { TelemetrySettings } from '../config.js'
+import type { Tracing } from './index.js'
 
 /** Routes left out of traces: probes and scrapes, many a minute, nothing to learn. */
 function untraced (url: string): boolean {
@@ -39,14 +40,14 @@ export function parseHeaders (text: string): Record<string, string> {
   return headers
 }
 
-export function startOtel (config: TracingConfig & { OTEL_EXPORTER_OTLP_ENDPOINT: string }): Tracing {
+export function startOtel (telemetry: TelemetrySettings & { endpoint: string }): Tracing {
   const exporter = new OTLPTraceExporter({
-    url: `${config.OTEL_EXPORTER_OTLP_ENDPOINT.replace(/\/+$/, '')}/v1/traces`,
-    headers: parseHeaders(config.OTEL_EXPORTER_OTLP_HEADERS)
+    url: `${telemetry.endpoint.replace(/\/+$/, '')}/v1/traces`,
+    headers: parseHeaders(telemetry.headers)
   })
   const provider = new NodeTracerProvider({
-    resource: resourceFromAttributes({ [ATTR_SERVICE_NAME]: config.OTEL_SERVICE_NAME }),
-    sampler: new ParentBasedSampler({ root: new TraceIdRatioBasedSampler(config.OTEL_TRACES_SAMPLER_ARG) }),
+    resource: resourceFromAttributes({ [ATTR_SERVICE_NAME]: telemetry.serviceName }),
+    sampler: new ParentBasedSampler({ root: new TraceIdRatioBasedSampler(telemetry.sampleRatio) }),
     spanProcessors: [new BatchSpanProcessor(exporter)]
   })
   // The global provider, AsyncLocalStorage context manager and W3C propagators.

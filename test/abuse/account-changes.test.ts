@@ -1,7 +1,7 @@
 /**
  * Changes of one's own record with a stolen or scripted token: PATCH and DELETE
  * /api/user/:id need the current password (OWASP ASVS) and are limited per user
- * (ACCOUNT_CHANGES_*), per client when they cost bcrypt (RATE_LIMIT_AUTH_*), and their
+ * (src/modules/users/routes.ts, ACCOUNT_CHANGES), per client when they cost bcrypt (RATE_LIMIT_AUTH_MAX), and their
  * current-password checks take guesses from the account's login budget (LOGIN_FAILURES_*).
  * Before: 60 concurrent password changes with one token ran 180 hashes, and 100 username
  * guesses told which names exist (409), with no 429.
@@ -24,7 +24,7 @@ const statusCounts = (statuses: number[]) => Object.entries(statuses.reduce<Reco
 
 t.test('60 concurrent password changes with one token: bounded bcrypt work', async (t) => {
   // Per-client limit high (TEST_ENV): the token can be used from many addresses.
-  const app = await build(t, { env: { ACCOUNT_CHANGES_MAX: '10', LOGIN_FAILURES_MAX: '10' } })
+  const app = await build(t, { env: { LOGIN_FAILURES_MAX: '10' }, tuning: { accountChanges: { max: 10 } } })
   const me = await registerAndLogin(app)
   const bcrypt = countBcrypt(app)
   const wrong = await Promise.all(Array.from({ length: 60 }, (_, i) =>
@@ -48,7 +48,7 @@ t.test('60 concurrent password changes with one token: bounded bcrypt work', asy
 })
 
 t.test('username guesses through PATCH are limited per user', async (t) => {
-  const app = await build(t, { env: { ACCOUNT_CHANGES_MAX: '10' } })
+  const app = await build(t, { tuning: { accountChanges: { max: 10 } } })
   const me = await registerAndLogin(app)
   const taken = await registerAndLogin(app)
   const guesses = Array.from({ length: 100 }, (_, i) => i === 50 ? taken.username : newUser().username)
@@ -67,7 +67,7 @@ t.test('username guesses through PATCH are limited per user', async (t) => {
 })
 
 t.test('a wrong current password counts toward the account lock, like a failed login', async (t) => {
-  const app = await build(t, { env: { LOGIN_FAILURES_MAX: '3', ACCOUNT_CHANGES_MAX: '100' } })
+  const app = await build(t, { env: { LOGIN_FAILURES_MAX: '3' }, tuning: { accountChanges: { max: 100 } } })
   const me = await registerAndLogin(app)
   for (let i = 0; i < 3; i++) {
     assertProblem(t, await injectAs(app, me, { method: 'PATCH', url: `/api/user/${me.id}`, payload: { password: 'a brand new secret', currentPassword: `guess ${i}` } }), 403, 'WRONG_PASSWORD')
@@ -79,7 +79,7 @@ t.test('a wrong current password counts toward the account lock, like a failed l
 })
 
 t.test('password changes and deletions spend the per-client auth budget; other changes do not', async (t) => {
-  const app = await build(t, { env: { RATE_LIMIT_AUTH_MAX: '4', RATE_LIMIT_AUTH_WINDOW_MS: '60000', ACCOUNT_CHANGES_MAX: '100' } })
+  const app = await build(t, { env: { RATE_LIMIT_AUTH_MAX: '4' }, tuning: { accountChanges: { max: 100 } } })
   const me = await registerAndLogin(app) // registration and login: 2 of 4
   const patch = async (payload: object) => await injectAs(app, me, { method: 'PATCH', url: `/api/user/${me.id}`, payload })
   for (let i = 0; i < 3; i++) t.equal((await patch({ username: newUser().username })).statusCode, 200, `rename ${i + 1}: no bcrypt, no budget`)

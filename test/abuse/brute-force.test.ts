@@ -13,7 +13,7 @@ const login = (username: string, password: string, client = '10.0.0.1') =>
   ({ method: 'POST' as const, url: '/api/auth/login', payload: { username, password }, remoteAddress: client })
 
 t.test('per client: the login limit answers 429 with Retry-After', async (t) => {
-  const app = await build(t, { env: { RATE_LIMIT_AUTH_MAX: '3', RATE_LIMIT_AUTH_WINDOW_MS: '60000' } })
+  const app = await build(t, { env: { RATE_LIMIT_AUTH_MAX: '3' } })
   for (let i = 1; i <= 3; i++) {
     t.equal((await app.inject(login(`nobody${i}`, 'wrong password', '10.0.0.7'))).statusCode, 401, `attempt ${i}: 401`)
   }

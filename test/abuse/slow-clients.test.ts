@@ -65,7 +65,7 @@ t.test('shipped defaults: 300 slow refresh-token bodies from one client; others 
   // LOAD_SHED_MAX_IN_FLIGHT 256, 32 per client, a 5 s window at 1024 bytes/s: the defaults.
   const app = await listening(t, {})
   const [window, share] = [5000, 32]
-  t.same([app.config.LOAD_SHED_MAX_IN_FLIGHT, app.config.LOAD_SHED_MAX_IN_FLIGHT_PER_CLIENT, app.config.SLOW_CLIENT_WINDOW_MS, app.config.SLOW_CLIENT_MIN_BYTES_PER_S], [256, share, window, 1024], 'the shipped defaults')
+  t.same([app.config.limits.maxInFlight, app.config.limits.maxInFlightPerClient, app.config.limits.slowClientWindowMs, app.config.limits.slowClientMinBytesPerS], [256, share, window, 1024], 'the shipped defaults')
   const base = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`
   const user = newUser()
   t.equal((await app.inject({ method: 'POST', url: '/api/user', payload: user })).statusCode, 201)

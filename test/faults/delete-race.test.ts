@@ -61,7 +61,7 @@ async function race (t: Test, app: TestApp, base: string, sql: Awaited<ReturnTyp
 t.test('deleting a user while their requests are in flight: 401 or 404, never 500, nothing half-written', async (t) => {
   // The per-account change limit (10 per 15 min) and the per-client share of requests in
   // progress (the race's requests all come from 127.0.0.1) are not what this test is about.
-  const app = await build(t, { env: { DB_POOL_SIZE: '10', ACCOUNT_CHANGES_MAX: '1000', LOAD_SHED_MAX_IN_FLIGHT_PER_CLIENT: '0' } })
+  const app = await build(t, { env: { DB_POOL_SIZE: '10', LOAD_SHED_MAX_IN_FLIGHT_PER_CLIENT: '0' }, tuning: { accountChanges: { max: 1000 } } })
   const sql = await sqlClient(t, app.databaseUrl)
   const base = await app.listen({ port: 0, host: '127.0.0.1' })
   t.test('the user deletes themself', async (t) => { await race(t, app, base, sql, 'user') })

@@ -6,8 +6,8 @@
  * - Server side: another connection holds ACCESS EXCLUSIVE locks on every table, so each
  *   statement waits; PostgreSQL cancels it after DB_STATEMENT_TIMEOUT_MS (57014).
  * - Client side: a cluster of the test's own is frozen with SIGSTOP (postmaster and every
- *   backend, as a hung host would be): nothing answers at all, so only the client's
- *   DB_QUERY_TIMEOUT_MS and DB_CONNECT_TIMEOUT_MS end the wait. After SIGCONT the same
+ *   backend, as a hung host would be): nothing answers at all, so only the client's query
+ *   timeout (src/db/client.ts) and DB_CONNECT_TIMEOUT_MS end the wait. After SIGCONT the same
  *   process serves again.
  */
 import { readdir, readFile } from 'node:fs/promises'
@@ -60,7 +60,7 @@ function assertAllUnavailable (t: Test, answers: Timed[], boundMs: number, ready
 
 t.test('statements that wait on a lock are cancelled by the server: 503 within the statement timeout', async (t) => {
   const { lines, stream } = logLines()
-  const app = await build(t, { env: { DB_STATEMENT_TIMEOUT_MS: '1000', DB_QUERY_TIMEOUT_MS: '4000', HEALTH_READY_TIMEOUT_MS: '1500', LOG_LEVEL: 'warn' }, logStream: stream })
+  const app = await build(t, { env: { DB_STATEMENT_TIMEOUT_MS: '1000', LOG_LEVEL: 'warn' }, tuning: { queryTimeoutMs: 4000, readyTimeoutMs: 1500 }, logStream: stream })
   const me = await registerAndLogin(app)
   const locker = await sqlClient(t, app.databaseUrl)
   await locker.query('BEGIN')
@@ -113,7 +113,8 @@ t.test('a frozen database server (SIGSTOP): the client gives up, 503 within seco
   const { lines, stream } = logLines()
   const app = await build(t, {
     databaseUrl: cluster.url,
-    env: { DB_STATEMENT_TIMEOUT_MS: '1000', DB_QUERY_TIMEOUT_MS: '2000', DB_CONNECT_TIMEOUT_MS: '2000', HEALTH_READY_TIMEOUT_MS: '1000', LOG_LEVEL: 'warn' },
+    env: { DB_STATEMENT_TIMEOUT_MS: '1000', DB_CONNECT_TIMEOUT_MS: '2000', LOG_LEVEL: 'warn' },
+    tuning: { queryTimeoutMs: 2000, readyTimeoutMs: 1000 },
     logStream: stream
   })
   const me = await registerAndLogin(app)

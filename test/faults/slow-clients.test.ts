@@ -49,7 +49,7 @@ function assert408 (t: Tap & { equal: Function, match: Function, ok: Function },
 
 t.test('production timeouts are set on the listening server', async (t) => {
   const config = loadConfig(TEST_ENV, false)
-  t.match(serverOptions(config), timeoutOptions(HTTP_TIMEOUTS), 'the server options carry the timeouts')
+  t.match(serverOptions(config.server), timeoutOptions(HTTP_TIMEOUTS), 'the server options carry the timeouts')
   t.ok(HTTP_TIMEOUTS.headers > 0 && HTTP_TIMEOUTS.headers <= HTTP_TIMEOUTS.request, 'a header deadline no later than the request deadline')
   t.ok(HTTP_TIMEOUTS.keepAlive > 0 && HTTP_TIMEOUTS.checkInterval > 0 && HTTP_TIMEOUTS.checkInterval <= 5000, 'keep-alive and check interval set')
   const { server } = await listen(t)

@@ -36,7 +36,7 @@ const MIN_ILL_FORMED_PER_FIELD = Math.max(2, Math.floor(RUNS / 2500))
 const sendable = (url: string) => url.replace(/[^!-~]|#/gu, percentEncode)
 
 t.test('fuzz every route', async (t) => {
-  const app = await build(t, { env: { RATE_LIMIT_AUTH_MAX: '1000000', LOGIN_FAILURES_MAX: '1000000', ACCOUNT_CHANGES_MAX: '1000000', ADMIN_KEY_FAILURES_MAX: '1000000' } })
+  const app = await build(t, { env: { RATE_LIMIT_AUTH_MAX: '1000000', LOGIN_FAILURES_MAX: '1000000' }, tuning: { accountChanges: { max: 1_000_000 }, keyFailures: { max: 1_000_000 } } })
   const sql = await sqlClient(t, app.databaseUrl)
   const protoBefore = Object.getOwnPropertyNames(Object.prototype).sort()
 

@@ -7,7 +7,7 @@ import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
 import type { FastifyInstance, InjectOptions } from 'fastify'
-import { buildApp } from '../../src/app.js'
+import { buildApp, type Tuning } from '../../src/app.js'
 import { loadConfig, type Config } from '../../src/config.js'
 import { createTestDatabase } from './database.js'
 
@@ -42,6 +42,8 @@ export interface BuildOptions {
   databaseUrl?: string
   /** Read the logs (set `env.LOG_LEVEL` too). */
   logStream?: NodeJS.WritableStream
+  /** The plugins' constants that no variable sets (src/app.ts, `Tuning`). */
+  tuning?: Tuning
 }
 
 export async function build (t: Tap, options: BuildOptions = {}): Promise<TestApp> {
@@ -54,7 +56,7 @@ export async function build (t: Tap, options: BuildOptions = {}): Promise<TestAp
   }
   const config = loadConfig({ ...TEST_ENV, ...options.env, UPLOAD_DIR: uploads }, false)
   const url = options.databaseUrl ?? await createTestDatabase(t)
-  const app = await buildApp({ config, databaseUrl: url, logStream: options.logStream }) as TestApp
+  const app = await buildApp({ config, databaseUrl: url, logStream: options.logStream, tuning: options.tuning }) as TestApp
   app.config = config
   app.databaseUrl = url
   t.teardown(async () => { await app.close() })

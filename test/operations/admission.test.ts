@@ -8,6 +8,7 @@ import type { AddressInfo } from 'node:net'
 import t, { type Test } from 'tap'
 import pg from 'pg'
 import { sqlPool } from '../../src/db/client.js'
+import type { Tuning } from '../../src/app.js'
 import { assertProblem } from '../helpers/assertions.js'
 import { build, newUser, TEST_ENV, type TestApp } from '../helpers/build.js'
 
@@ -51,10 +52,10 @@ async function until (what: string, check: () => boolean, ms = 5000): Promise<vo
   }
 }
 
-async function listening (t: Test, env: Record<string, string>): Promise<TestApp> {
+async function listening (t: Test, env: Record<string, string>, tuning: Tuning = {}): Promise<TestApp> {
   // Requests wait for the pool's one connection as long as a test holds it: pg-pool's
   // connection timeout also bounds that wait (DB_CONNECT_TIMEOUT_MS), so it is raised here.
-  const app = await build(t, { env: { DB_POOL_SIZE: '1', DB_CONNECT_TIMEOUT_MS: '60000', ...env } })
+  const app = await build(t, { env: { DB_POOL_SIZE: '1', DB_CONNECT_TIMEOUT_MS: '60000', ...env }, tuning })
   await app.listen({ host: '127.0.0.1', port: 0 })
   return app
 }
@@ -93,7 +94,7 @@ async function metric (app: TestApp, line: RegExp): Promise<number | undefined> 
 
 t.test('past LOAD_SHED_MAX_IN_FLIGHT: 503 OVERLOADED problem details at once, before Fastify; exempt routes served; then recovery', async (t) => {
   // The proxy is 127.0.0.1 (its X-Request-Id is kept); clients from 127.0.0.2 reach the service directly.
-  const app = await listening(t, { LOAD_SHED_MAX_IN_FLIGHT: '2', LOAD_SHED_RETRY_AFTER_S: '4', TRUST_PROXY: '127.0.0.1' })
+  const app = await listening(t, { LOAD_SHED_MAX_IN_FLIGHT: '2', TRUST_PROXY: '127.0.0.1' }, { retryAfterSeconds: 4 })
   const pool = sqlPool(app.prisma)
   const hold = await holdPool(t, app)
   // Two requests admitted: both wait for the one connection.
@@ -105,7 +106,7 @@ t.test('past LOAD_SHED_MAX_IN_FLIGHT: 503 OVERLOADED problem details at once, be
   const body = assertProblem(t, refused, 503, 'OVERLOADED')
   t.equal(body.instance, '/api/product', 'instance: the path, without the query')
   t.match(body.detail, /^The service is overloaded \(2 requests in progress\); retry in 4 s$/)
-  t.equal(refused.headers['retry-after'], '4', 'Retry-After (LOAD_SHED_RETRY_AFTER_S)')
+  t.equal(refused.headers['retry-after'], '4', 'Retry-After (as set)')
   t.equal(refused.headers['x-content-type-options'], 'nosniff')
   t.equal(refused.headers['cache-control'], 'no-store')
   t.equal(refused.headers.connection, 'keep-alive', 'a request without a body keeps its connection')
@@ -212,7 +213,7 @@ t.test('past LOAD_SHED_MAX_DB_WAITING queued queries: 503 OVERLOADED before Fast
   ])
   const body = assertProblem(t, product, 503, 'OVERLOADED')
   t.match(body.detail, /[2-9] requests waiting for a database connection/)
-  t.equal(product.headers['retry-after'], '2', 'Retry-After (LOAD_SHED_RETRY_AFTER_S default)')
+  t.equal(product.headers['retry-after'], '2', 'Retry-After (RETRY_AFTER_SECONDS)')
   t.ok(product.ms < 1000, `refused at once (${product.ms} ms), not after waiting for the pool`)
   assertProblem(t, ready, 503, 'OVERLOADED')
   t.equal(live.statusCode, 200, '/health/live never sheds')
@@ -224,5 +225,5 @@ t.test('past LOAD_SHED_MAX_DB_WAITING queued queries: 503 OVERLOADED before Fast
 
 t.test('the default cap is on', async (t) => {
   const { loadConfig } = await import('../../src/config.js')
-  t.equal(loadConfig(TEST_ENV, false).LOAD_SHED_MAX_IN_FLIGHT, 256, 'default 256')
+  t.equal(loadConfig(TEST_ENV, false).limits.maxInFlight, 256, 'default 256')
 })

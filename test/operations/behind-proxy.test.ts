@@ -119,10 +119,10 @@ t.test('TRUST_PROXY: values', async (t) => {
   t.equal(parseTrustProxy('true'), true)
   t.same(parseTrustProxy('10.77.0.10'), ['10.77.0.10'])
   t.same(parseTrustProxy(' 10.0.0.0/8, fd00::/8 ,loopback'), ['10.0.0.0/8', 'fd00::/8', 'loopback'])
-  t.equal(loadConfig({}, false).TRUST_PROXY, 'false', 'default: nobody')
+  t.equal(loadConfig({}, false).server.trustProxy, 'false', 'default: nobody')
   for (const wrong of ['proxy', 'yes', '10.0.0.0/33', 'fd00::/129', '10.0.0.1/8/1', '10.0.0.300', '10.0.0.1,', '10.0.0.0/x', '']) {
     if (wrong === '') {
-      t.equal(loadConfig({ TRUST_PROXY: wrong }, false).TRUST_PROXY, 'false', 'empty: the default')
+      t.equal(loadConfig({ TRUST_PROXY: wrong }, false).server.trustProxy, 'false', 'empty: the default')
       continue
     }
     t.throws(() => loadConfig({ TRUST_PROXY: wrong }, false), { name: 'ConfigError', message: /TRUST_PROXY/ }, `refused: ${wrong}`)
@@ -130,8 +130,8 @@ t.test('TRUST_PROXY: values', async (t) => {
 })
 
 t.test('SHUTDOWN_DRAIN_MS is part of the grace period', async (t) => {
-  t.equal(loadConfig({}, false).SHUTDOWN_DRAIN_MS, 0, 'default: no drain')
-  t.equal(loadConfig({ SHUTDOWN_DRAIN_MS: '4000' }, false).SHUTDOWN_DRAIN_MS, 4000)
+  t.equal(loadConfig({}, false).server.shutdownDrainMs, 0, 'default: no drain')
+  t.equal(loadConfig({ SHUTDOWN_DRAIN_MS: '4000' }, false).server.shutdownDrainMs, 4000)
   t.throws(() => loadConfig({ SHUTDOWN_DRAIN_MS: '10000' }, false), { name: 'ConfigError', message: /SHUTDOWN_DRAIN_MS \(10000\) must be shorter than SHUTDOWN_GRACE_MS \(10000\)/ })
   t.throws(() => loadConfig({ SHUTDOWN_DRAIN_MS: '-1' }, false), { name: 'ConfigError', message: /SHUTDOWN_DRAIN_MS/ })
   t.throws(() => loadConfig({ SHUTDOWN_DRAIN_MS: 'soon' }, false), { name: 'ConfigError', message: /SHUTDOWN_DRAIN_MS/ })

@@ -12,7 +12,8 @@ import { build, TEST_ENV, type TestApp } from '../helpers/build.js'
 
 const ADMIN_KEY = TEST_ENV.ADMIN_API_KEYS!.split(',')[0]!
 const THRESHOLD_MS = 100
-const SHEDDING_ENV = { MAX_EVENT_LOOP_DELAY_MS: String(THRESHOLD_MS), LOAD_SHED_SAMPLE_MS: '200', LOAD_SHED_RETRY_AFTER_S: '3' }
+const SHEDDING_ENV = { MAX_EVENT_LOOP_DELAY_MS: String(THRESHOLD_MS) }
+const SHEDDING_TUNING = { sampleIntervalMs: 200, retryAfterSeconds: 3 }
 
 /** Blocks the event loop (this process's, so the app's) for `ms`. */
 function busy (ms: number): void {
@@ -37,7 +38,7 @@ async function blockUntilSeen (app: TestApp): Promise<number> {
 }
 
 t.test('a blocked event loop: 503 OVERLOADED with Retry-After; live and metrics served; then recovery', async (t) => {
-  const app = await build(t, { env: SHEDDING_ENV })
+  const app = await build(t, { env: SHEDDING_ENV, tuning: SHEDDING_TUNING })
   t.equal((await app.inject({ method: 'GET', url: '/api/product' })).statusCode, 200, 'served before')
 
   const delay = await blockUntilSeen(app)
@@ -74,7 +75,7 @@ t.test('a blocked event loop: 503 OVERLOADED with Retry-After; live and metrics 
 })
 
 t.test('a blocked event loop over real HTTP: refused by admission, before Fastify', async (t) => {
-  const app = await build(t, { env: SHEDDING_ENV })
+  const app = await build(t, { env: SHEDDING_ENV, tuning: SHEDDING_TUNING })
   await app.listen({ host: '127.0.0.1', port: 0 })
   const { port } = app.server.address() as AddressInfo
   const get = async (path: string): Promise<Response> => await fetch(`http://127.0.0.1:${port}${path}`)
@@ -100,7 +101,7 @@ t.test('a blocked event loop over real HTTP: refused by admission, before Fastif
 })
 
 t.test('MAX_EVENT_LOOP_DELAY_MS=0 never sheds', async (t) => {
-  const app = await build(t, { env: { ...SHEDDING_ENV, MAX_EVENT_LOOP_DELAY_MS: '0' } })
+  const app = await build(t, { env: { ...SHEDDING_ENV, MAX_EVENT_LOOP_DELAY_MS: '0' }, tuning: SHEDDING_TUNING })
   t.equal(typeof (app as Partial<TestApp>).isUnderPressure, 'undefined', 'under-pressure is not registered')
   busy(1000)
   t.equal((await app.inject({ method: 'GET', url: '/api/product' })).statusCode, 200)
@@ -108,7 +109,7 @@ t.test('MAX_EVENT_LOOP_DELAY_MS=0 never sheds', async (t) => {
 
 t.test('the default threshold is on', async (t) => {
   const { MAX_EVENT_LOOP_DELAY_MS: _off, ...env } = TEST_ENV
-  t.equal(loadConfig(env, false).MAX_EVENT_LOOP_DELAY_MS, 200, 'default 200 ms')
+  t.equal(loadConfig(env, false).limits.maxEventLoopDelayMs, 200, 'default 200 ms')
   const app = await build(t, { env: { MAX_EVENT_LOOP_DELAY_MS: '200' } })
   t.equal(typeof app.isUnderPressure, 'function')
   t.equal(app.isUnderPressure(), false)

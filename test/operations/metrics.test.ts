@@ -30,7 +30,7 @@ t.test('not public: no key, a wrong key or a malformed header is a 401 in proble
 })
 
 t.test('wrong keys on /metrics and /api/admin use one budget per client', async (t) => {
-  const app = await build(t, { env: { ADMIN_KEY_FAILURES_MAX: '2' } })
+  const app = await build(t, { tuning: { keyFailures: { max: 2 } } })
   const wrong = { authorization: 'Bearer wrong-key-wrong-key-wrong-key-0123' }
   const client = { remoteAddress: '10.1.2.3' }
   assertProblem(t, await app.inject({ method: 'GET', url: '/api/admin/users', headers: wrong, ...client }), 401, 'API_KEY_INVALID')
@@ -61,7 +61,7 @@ t.test('the admin key gets Prometheus text with every family', async (t) => {
   ]) {
     t.match(text, new RegExp(`^# TYPE ${name} `, 'm'), `${name} is exported`)
   }
-  t.equal(sample(text, 'db_pool_max_connections'), app.config.DB_POOL_SIZE, 'pool size')
+  t.equal(sample(text, 'db_pool_max_connections'), app.config.database.poolSize, 'pool size')
   t.ok((sample(text, 'db_pool_connections', '{state="idle"}') ?? 0) + (sample(text, 'db_pool_connections', '{state="in_use"}') ?? 0) >= 1, 'the pool has opened a connection')
   t.equal(sample(text, 'db_pool_waiting_clients'), 0)
   t.equal(sample(text, 'password_queue_size'), 0)

@@ -17,7 +17,7 @@ interface Answer { kind: 'read' | 'login', sentAt: number, answeredAt: number, s
 
 t.test('Redis killed under load: logins fail closed with 503, reads stay up, all recover when it is back', async (t) => {
   const server = await redisServer(t)
-  const app = await build(t, { env: { REDIS_URL: server.url, REDIS_KEY_PREFIX: 'down-test:', REDIS_COMMAND_TIMEOUT_MS: '1000', REDIS_CONNECT_TIMEOUT_MS: '1000' } })
+  const app = await build(t, { env: { REDIS_URL: server.url, REDIS_KEY_PREFIX: 'down-test:' }, tuning: { redis: { connectTimeoutMs: 1000 } } })
   t.ok(app.redis, 'the app has a Redis client')
   const me = await registerAndLogin(app)
   // The log-in loops use an account of their own: their sessions past SESSIONS_MAX_PER_USER

@@ -4,7 +4,7 @@
  * split across the two, so a limit that counted per process would let twice as many through.
  */
 import t, { type Test } from 'tap'
-import { buildApp } from '../../src/app.js'
+import { buildApp, type Tuning } from '../../src/app.js'
 import { loadConfig } from '../../src/config.js'
 import { assertProblem } from '../helpers/assertions.js'
 import { build, newUser, registerAndLogin, TEST_ENV, type TestApp } from '../helpers/build.js'
@@ -14,10 +14,10 @@ import { testRedis, type TestRedis } from '../helpers/redis.js'
 const ADMIN_KEY = TEST_ENV.ADMIN_API_KEYS!.split(',')[0]!
 
 /** Two replicas sharing a database and a Redis prefix. */
-async function replicas (t: Test, redis: TestRedis, env: Record<string, string>): Promise<[TestApp, TestApp]> {
+async function replicas (t: Test, redis: TestRedis, env: Record<string, string>, tuning: Tuning = {}): Promise<[TestApp, TestApp]> {
   const databaseUrl = await createTestDatabase(t)
   const shared = { ...env, REDIS_URL: redis.url, REDIS_KEY_PREFIX: redis.prefix }
-  return [await build(t, { env: shared, databaseUrl }), await build(t, { env: shared, databaseUrl })]
+  return [await build(t, { env: shared, databaseUrl, tuning }), await build(t, { env: shared, databaseUrl, tuning })]
 }
 
 const login = (username: string, password: string, client = '10.0.0.1') =>
@@ -45,7 +45,7 @@ t.test('per account: 30 wrong guesses at once, split over two replicas, are capp
 t.test('per client: the auth budget (registration, login) is one budget across replicas', async (t) => {
   const redis = await testRedis(t)
   if (redis === undefined) return
-  const [a, b] = await replicas(t, redis, { RATE_LIMIT_AUTH_MAX: '6', RATE_LIMIT_AUTH_WINDOW_MS: '60000' })
+  const [a, b] = await replicas(t, redis, { RATE_LIMIT_AUTH_MAX: '6' })
   const results = await Promise.all(Array.from({ length: 16 }, (_, i) =>
     (i % 2 === 0 ? a : b).inject({ method: 'POST', url: '/api/user', payload: newUser(), remoteAddress: '10.4.0.1' })))
   const statuses = results.map((r) => r.statusCode)
@@ -57,15 +57,15 @@ t.test('per client: the auth budget (registration, login) is one budget across r
   t.equal((await b.inject({ method: 'POST', url: '/api/user', payload: newUser(), remoteAddress: '10.4.0.2' })).statusCode, 201, 'another client is not limited')
 })
 
-t.test('admin keys: wrong keys split over two replicas are capped at ADMIN_KEY_FAILURES_MAX', async (t) => {
+t.test('admin keys: wrong keys split over two replicas are capped at the limit of wrong keys', async (t) => {
   const redis = await testRedis(t)
   if (redis === undefined) return
-  const [a, b] = await replicas(t, redis, { ADMIN_KEY_FAILURES_MAX: '4', ADMIN_KEY_FAILURES_WINDOW_MS: '60000' })
+  const [a, b] = await replicas(t, redis, {}, { keyFailures: { max: 4, timeWindow: 60_000 } })
   const wrong = 'x'.repeat(44)
   const results = await Promise.all(Array.from({ length: 12 }, (_, i) =>
     (i % 2 === 0 ? a : b).inject({ method: 'GET', url: '/api/admin/users', headers: { authorization: `Bearer ${wrong}${i}` }, remoteAddress: '10.5.0.1' })))
   const statuses = results.map((r) => r.statusCode)
-  t.equal(statuses.filter((s) => s === 401).length, 4, 'ADMIN_KEY_FAILURES_MAX keys checked')
+  t.equal(statuses.filter((s) => s === 401).length, 4, 'as many keys checked as the limit')
   t.equal(statuses.filter((s) => s === 429).length, 8, 'the rest refused')
   for (const app of [a, b]) {
     const refused = await app.inject({ method: 'GET', url: '/api/admin/users', headers: { authorization: `Bearer ${ADMIN_KEY}` }, remoteAddress: '10.5.0.1' })
@@ -78,7 +78,7 @@ t.test('admin keys: wrong keys split over two replicas are capped at ADMIN_KEY_F
 t.test('account changes: one budget per user across replicas', async (t) => {
   const redis = await testRedis(t)
   if (redis === undefined) return
-  const [a, b] = await replicas(t, redis, { ACCOUNT_CHANGES_MAX: '3', ACCOUNT_CHANGES_WINDOW_MS: '60000' })
+  const [a, b] = await replicas(t, redis, {}, { accountChanges: { max: 3, timeWindow: 60_000 } })
   const me = await registerAndLogin(a)
   const statuses: number[] = []
   for (let i = 0; i < 6; i++) {

@@ -32,11 +32,20 @@ export const adminApiKeyScheme = {
 } as const
 export const adminApiKey = [{ adminApiKey: [] }]
 
+/**
+ * Wrong keys per client address per window; past that, 429 with Retry-After. An operator
+ * pastes a key, a script holds one: ten mistakes in a quarter of an hour is never a person,
+ * while a guesser gets 40 guesses an hour at a key of 128 bits.
+ */
+export const KEY_FAILURES_MAX = 10
+/** The window of KEY_FAILURES_MAX, in ms. */
+export const KEY_FAILURES_WINDOW_MS = 15 * 60_000
+
 export interface KeyFailureLimit {
-  /** Wrong keys per client address and window; past that, 429 with Retry-After. */
-  max: number
-  /** The window, in ms. */
-  timeWindow: number
+  /** KEY_FAILURES_MAX unless a test sets it. */
+  max?: number
+  /** KEY_FAILURES_WINDOW_MS unless a test sets it. */
+  timeWindow?: number
   store?: AttemptStore
 }
 
@@ -49,18 +58,20 @@ export interface KeyFailureLimit {
  * Retry-After until the window ends, also with the right key (otherwise the 200 would
  * still tell a right guess). A missing key is not a guess and is not counted.
  */
-export function adminKeyAuthOptions (apiKeys: string, log: FastifyBaseLogger, failures: KeyFailureLimit): KeyAuthPluginOptions {
-  const keys = parseApiKeys(apiKeys)
+export function adminKeyAuthOptions (adminApiKeys: string, log: FastifyBaseLogger, failures: KeyFailureLimit): KeyAuthPluginOptions {
+  const keys = parseApiKeys(adminApiKeys)
   const keySet = keys.length === 0 ? undefined : createKeySet(keys)
   if (keySet === undefined) log.warn('ADMIN_API_KEYS is empty: the admin routes refuse every request')
   const store = failures.store ?? new MemoryAttemptStore()
+  const max = failures.max ?? KEY_FAILURES_MAX
+  const timeWindow = failures.timeWindow ?? KEY_FAILURES_WINDOW_MS
   return {
     keyLookup: 'header:Authorization',
     authScheme: 'Bearer',
     validator: async (request, key) => {
       let result: ReserveResult
       try {
-        const reserved = store.reserve(`client:${normalizeIP(request.ip)}`, failures.max, failures.timeWindow)
+        const reserved = store.reserve(`client:${normalizeIP(request.ip)}`, max, timeWindow)
         result = reserved instanceof Promise ? await reserved : reserved
       } catch {
         // The shared store is down: fail closed (no key is checked uncounted).

@@ -12,8 +12,8 @@ import { adminApiKey, adminKeyAuthOptions, type KeyFailureLimit } from './api-ke
 
 export interface AdminRoutesOptions {
   /** ADMIN_API_KEYS: comma-separated keys; empty refuses every request. */
-  apiKeys: string
-  /** Wrong keys per client and window before 429 (ADMIN_KEY_FAILURES_*). */
+  adminApiKeys: string
+  /** Wrong keys per client and window before 429, and where they are counted. */
   keyFailures: KeyFailureLimit
 }
 
@@ -22,7 +22,7 @@ const UserPage = Page(User)
 const deleted = NoContent('deleted')
 
 export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async (app, options) => {
-  await app.register(keyAuth, adminKeyAuthOptions(options.apiKeys, app.log, options.keyFailures))
+  await app.register(keyAuth, adminKeyAuthOptions(options.adminApiKeys, app.log, options.keyFailures))
   const { users, products } = app
 
   app.get('/users', {

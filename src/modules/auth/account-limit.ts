@@ -1,7 +1,7 @@
 /**
  * Per-account limit on password guesses, on top of the per-client limit of the auth
- * routes: at most `max` guesses at one account's password are *evaluated* per `timeWindow`
- * ms, whichever clients send them and however many arrive at once; past that, 429 with
+ * routes: at most `loginFailuresMax` guesses at one account's password are *evaluated* per
+ * `loginFailuresWindowMs`, whichever clients send them and however many arrive at once; past that, 429 with
  * Retry-After until the window ends, even for the right password. A guess is reserved
  * atomically before its bcrypt work (src/lib/attempts.ts) and given back when it is right,
  * so only failures use the budget: a user who logs in often is never limited.
@@ -21,10 +21,10 @@ import type { FastifyReply } from 'fastify'
 import { budget, type AttemptStore, type Reservation } from '../../lib/attempts.js'
 
 export interface AccountLimitOptions {
-  /** Password guesses evaluated per account and window (failures; a right guess is given back). */
-  max: number
-  /** The window, in ms. */
-  timeWindow: number
+  /** Password guesses evaluated per account and window (failures; a right guess is given back): LOGIN_FAILURES_MAX. */
+  loginFailuresMax: number
+  /** The window, in ms (LOGIN_FAILURES_WINDOW_MS). */
+  loginFailuresWindowMs: number
 }
 
 const TooManyFailedLogins = createError('RATE_LIMITED', 'Too many failed logins for this account; retry in %d s', 429)
@@ -42,6 +42,6 @@ export interface AccountLimiter {
 }
 
 export function accountLimiter (options: AccountLimitOptions, store?: AttemptStore): AccountLimiter {
-  const guesses = budget({ ...options, store, refusal: (seconds) => new TooManyFailedLogins(seconds) })
+  const guesses = budget({ max: options.loginFailuresMax, timeWindow: options.loginFailuresWindowMs, store, refusal: (seconds) => new TooManyFailedLogins(seconds) })
   return { reserve: guesses.spend, release: guesses.release }
 }

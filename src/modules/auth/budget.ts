@@ -1,6 +1,6 @@
 /**
- * The per-client budget of requests that cost a bcrypt computation (RATE_LIMIT_AUTH_MAX per
- * RATE_LIMIT_AUTH_WINDOW_MS per client address): registration (POST /api/user and
+ * The per-client budget of requests that cost a bcrypt computation (RATE_LIMIT_AUTH_MAX a
+ * minute per client address): registration (POST /api/user and
  * POST /api/auth/register), login, and the changes of the own record that check a password
  * (PATCH /api/user/:id with `password`, DELETE /api/user/:id). One store and one count for
  * all of them: the README's "20 a minute" is the total, not 20 per route.
@@ -16,10 +16,12 @@ import { normalizeIP } from '@fastify/rate-limit'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { budget, type AttemptStore } from '../../lib/attempts.js'
 
+/** The window of the budget, in ms: a budget per minute reads as a rate ("20 a minute"). */
+export const AUTH_WINDOW_MS = 60_000
+
 export interface AuthBudgetOptions {
-  max: number
-  /** The window, in ms. */
-  timeWindow: number
+  /** Requests per client address per AUTH_WINDOW_MS (RATE_LIMIT_AUTH_MAX). */
+  authMax: number
   store?: AttemptStore
 }
 
@@ -29,6 +31,6 @@ const TooManyRequests = createError('RATE_LIMITED', 'Too many requests; retry in
 export type AuthBudget = (request: FastifyRequest, reply: FastifyReply) => Promise<void>
 
 export function authBudget (options: AuthBudgetOptions): AuthBudget {
-  const requests = budget({ ...options, refusal: (seconds) => new TooManyRequests(seconds) })
+  const requests = budget({ max: options.authMax, timeWindow: AUTH_WINDOW_MS, store: options.store, refusal: (seconds) => new TooManyRequests(seconds) })
   return async (request, reply) => { await requests.spend(`client:${normalizeIP(request.ip)}`, reply) }
 }

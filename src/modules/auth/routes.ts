@@ -20,7 +20,7 @@ export interface AuthRoutesOptions {
   /** The per-client budget of bcrypt-costing requests (shared with the user routes). */
   authBudget: AuthBudget
   /** ACCESS_TOKEN_TTL, as configured (`15m`): login's `expiresIn`. */
-  expiresIn: string
+  accessTokenTtl: string
   /** The CSRF check of browser requests. */
   originCheck: OriginCheck
 }
@@ -55,7 +55,7 @@ export const authRoutes: FastifyPluginAsyncTypebox<AuthRoutesOptions> = async (a
       const mode = request.body.mode ?? (request.headers['content-type']?.toLowerCase().startsWith(FORM) === true ? 'cookie' : 'token')
       const account = await app.users.login(login, password, reply)
       const issued = await app.sessions.start(account)
-      return deliverSession(reply, app.sessionCookies, issued, mode, options.expiresIn)
+      return deliverSession(reply, app.sessionCookies, issued, mode, options.accessTokenTtl)
     })
   })
 
@@ -83,7 +83,7 @@ export const authRoutes: FastifyPluginAsyncTypebox<AuthRoutesOptions> = async (a
       options.originCheck(request, { requireOrigin: true })
     }
     try {
-      return deliverSession(reply, cookies, await app.sessions.refresh(token), mode, options.expiresIn)
+      return deliverSession(reply, cookies, await app.sessions.refresh(token), mode, options.accessTokenTtl)
     } catch (error) {
       // A browser whose refresh failed must log in again: drop the dead cookies.
       if (mode === 'cookie' && (error as { statusCode?: number }).statusCode === 401) cookies.clear(reply)

@@ -1,8 +1,8 @@
 /**
  * Liveness (the process answers) and readiness (the database answers and its schema is
  * current: every migration of prisma/migrations is applied). Both answer at once; a
- * database that is down or hangs makes `/ready` a 503 within HEALTH_READY_TIMEOUT_MS
- * (1.5 s by default), logged as a warning. Once the server drains for a stop
+ * database that is down or hangs makes `/ready` a 503 within READY_TIMEOUT_MS, logged as a
+ * warning. Once the server drains for a stop
  * (src/plugins/draining.ts), `/ready` is a 503 at once while other routes are still served.
  *
  * With REDIS_URL, `/ready` also reports Redis (`redis: ok | unavailable`) but stays 200
@@ -25,14 +25,20 @@ const Readiness = Type.Object({
   redis: Type.Optional(Type.Union([Type.Literal('ok'), Type.Literal('unavailable')], { description: 'only with REDIS_URL: whether Redis answered a PING in time' }))
 }, { examples: [{ status: 'ok' }] })
 
+/**
+ * `/ready` answers 503 when the database has not answered within this time (ms): longer than a
+ * healthy database ever takes, shorter than the probes of a proxy or an orchestrator wait.
+ */
+export const READY_TIMEOUT_MS = 1500
+
 export interface HealthRoutesOptions {
-  /** `/ready` answers 503 when the database has not answered within this time (default 1500 ms). */
+  /** READY_TIMEOUT_MS unless a test sets it. */
   readyTimeoutMs?: number
 }
 
 export const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesOptions> = async (app, options) => {
   const expected = await expectedMigrations()
-  const timeoutMs = options.readyTimeoutMs ?? 1500
+  const timeoutMs = options.readyTimeoutMs ?? READY_TIMEOUT_MS
 
   /**
    * The pending migrations (src/db/pending.ts), or a 503 once `timeoutMs` has passed:

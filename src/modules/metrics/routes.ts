@@ -10,13 +10,13 @@ import { adminKeyAuthOptions, type KeyFailureLimit } from '../admin/api-keys.js'
 
 export interface MetricsRoutesOptions {
   /** ADMIN_API_KEYS: comma-separated keys; empty refuses every request. */
-  apiKeys: string
+  adminApiKeys: string
   /** Wrong keys per client: pass the admin routes' limit (its store too), so both share one budget. */
   keyFailures: KeyFailureLimit
 }
 
 export const metricsRoutes: FastifyPluginAsync<MetricsRoutesOptions> = async (app, options) => {
-  await app.register(keyAuth, adminKeyAuthOptions(options.apiKeys, app.log, options.keyFailures))
+  await app.register(keyAuth, adminKeyAuthOptions(options.adminApiKeys, app.log, options.keyFailures))
   const { registry } = app.metrics
 
   app.get('/metrics', {

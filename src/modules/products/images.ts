@@ -253,17 +253,17 @@ declare module 'fastify' {
 
 export interface ProductImagesPluginOptions {
   /** IMAGE_MAX_BYTES. */
-  maxBytes: number
+  imageMaxBytes: number
   /** IMAGE_BYTES_MAX_PER_USER. */
-  bytesPerUser: number
+  imageBytesPerUser: number
 }
 
 export default fp(async function productImagesPlugin (app: FastifyInstance, options: ProductImagesPluginOptions) {
   app.decorate('productImages', productImages({
     storage: app.storage,
     repository: app.productsRepository,
-    maxBytes: options.maxBytes,
-    bytesPerUser: options.bytesPerUser,
+    maxBytes: options.imageMaxBytes,
+    bytesPerUser: options.imageBytesPerUser,
     log: app.log
   }))
 }, { name: 'product-images', fastify: '5.x', dependencies: ['products-repository', 'storage'] })

@@ -17,14 +17,14 @@ import type { FastifyRequest } from 'fastify'
 import { CsrfRejected } from './errors.js'
 
 export interface OriginCheckOptions {
-  /** Origins besides the service's own, e.g. `https://app.example.com`. */
-  trustedOrigins: readonly string[]
+  /** Origins besides the service's own, e.g. `https://app.example.com` (CSRF_TRUSTED_ORIGINS). */
+  csrfTrustedOrigins: readonly string[]
 }
 
 export type OriginCheck = (request: FastifyRequest, options: { requireOrigin: boolean }) => void
 
 export function originCheck (options: OriginCheckOptions): OriginCheck {
-  const trusted = new Set(options.trustedOrigins)
+  const trusted = new Set(options.csrfTrustedOrigins)
   return (request, { requireOrigin }) => {
     if (request.headers['sec-fetch-site'] === 'cross-site') {
       throw new CsrfRejected('Refused: a cross-site request (Sec-Fetch-Site: cross-site) may not use the session cookies')

@@ -17,13 +17,13 @@ declare module 'fastify' {
 
 export interface SessionsPluginOptions {
   /** Lifetime of a refresh token, in ms (REFRESH_TOKEN_TTL). */
-  refreshTtlMs: number
+  refreshTokenTtlMs: number
   /** COOKIE_SECURE. */
   cookieSecure: boolean
 }
 
 async function sessions (app: FastifyInstance, options: SessionsPluginOptions): Promise<void> {
-  app.decorate('sessions', sessionsService({ sessions: app.sessionsRepository, signToken: app.signToken, jwt: app.jwt, refreshTtlMs: options.refreshTtlMs }))
+  app.decorate('sessions', sessionsService({ sessions: app.sessionsRepository, signToken: app.signToken, jwt: app.jwt, refreshTtlMs: options.refreshTokenTtlMs }))
   app.decorate('sessionCookies', sessionCookies({ secure: options.cookieSecure }))
 }
 

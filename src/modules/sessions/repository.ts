@@ -8,9 +8,9 @@
  * racing with one token serialise on the row lock: the second sees `used_at` set when it
  * re-checks the row (READ COMMITTED's re-evaluation), updates nothing, and is then reuse.
  *
- * Bounded (docs/api.md, "Quotas"): a user has at most `sessionsMax` live sessions (a login
+ * Bounded (docs/api.md, "Quotas"): a user has at most `sessionsMaxPerUser` live sessions (a login
  * past it ends the least recently used one, in a transaction holding the user's row); a
- * session keeps its current refresh token and the `refreshKept` most recently rotated ones
+ * session keeps its current refresh token and the `refreshTokensKept` most recently rotated ones
  * (what reuse detection looks up), the rotation itself deleting the older ones; and a
  * session rotates at most once per `refreshMinIntervalMs` after its first rotation (a
  * refresh right after login is not limited: logins have limits of their own).
@@ -24,13 +24,22 @@ import type { PrismaClient } from '../../generated/prisma/client.js'
 /** Why a refresh token did not rotate; `tooSoon`: the session rotated less than the minimum interval ago (seconds to wait). */
 export type RefreshRefusal = 'unknown' | 'reused' | 'expired' | 'ended' | { tooSoon: number }
 
+/**
+ * Rotated refresh tokens kept per session, the ones whose reuse is detected (401
+ * REFRESH_TOKEN_REUSED, the session revoked); older ones are deleted by the rotation. With the
+ * minimum refresh interval, a thief needs this many rotations, so this many intervals, to push
+ * a stolen token out of detection: 100 x 10 s outlasts a 15 min access token. Rows per user:
+ * sessions x (this + 1).
+ */
+export const REFRESH_TOKENS_KEPT = 100
+
 export interface SessionLimits {
-  /** SESSIONS_MAX_PER_USER: live sessions per user. */
-  sessionsMax: number
-  /** REFRESH_TOKENS_KEPT: rotated refresh tokens kept per session for reuse detection. */
-  refreshKept: number
-  /** REFRESH_MIN_INTERVAL_MS: the least time between two rotations of a session; 0 = none. */
+  /** Live sessions per user (SESSIONS_MAX_PER_USER). */
+  sessionsMaxPerUser: number
+  /** The least time between two rotations of a session, in ms; 0 = none (REFRESH_MIN_INTERVAL_MS). */
   refreshMinIntervalMs: number
+  /** REFRESH_TOKENS_KEPT unless a test sets it. */
+  refreshTokensKept?: number
 }
 
 export interface RotatedSession {
@@ -81,18 +90,19 @@ const REVOKE_SQL = 'UPDATE sessions SET revoked_at = now() WHERE id = $1 AND rev
 
 export function sessionsRepository (prisma: PrismaClient, limits: SessionLimits) {
   const db = sql(prisma)
-  const { sessionsMax, refreshKept, refreshMinIntervalMs } = limits
+  const { sessionsMaxPerUser, refreshMinIntervalMs } = limits
+  const refreshTokensKept = limits.refreshTokensKept ?? REFRESH_TOKENS_KEPT
   return {
     /**
      * Starts a session for the user with its first refresh token (by digest); returns the
-     * session id, or undefined when the user no longer exists. Past `sessionsMax` live
+     * session id, or undefined when the user no longer exists. Past `sessionsMaxPerUser` live
      * sessions, the least recently used one ends.
      */
     async create (user: { id: number, tokenVersion: number }, refreshHash: Buffer, expiresAt: Date): Promise<string | undefined> {
       const id = randomUUID()
       // A user deleted since their password was checked gets no session (not a foreign-key error, a 500).
       const created = await db.forUser('session-create', user.id, async (tx) => {
-        await db.rows('session-create', CREATE_SQL, [id, user.id, user.tokenVersion, refreshHash, expiresAt, sessionsMax], tx)
+        await db.rows('session-create', CREATE_SQL, [id, user.id, user.tokenVersion, refreshHash, expiresAt, sessionsMaxPerUser], tx)
         return id
       })
       return created ?? undefined
@@ -103,7 +113,7 @@ export function sessionsRepository (prisma: PrismaClient, limits: SessionLimits)
      * says why not; a token presented again (`reused`) revokes its whole session.
      */
     async rotate (oldHash: Buffer, newHash: Buffer, expiresAt: Date): Promise<RotatedSession | RefreshRefusal> {
-      const [rotated] = await db.rows<RotatedSession>('session-rotate', ROTATE_SQL, [oldHash, newHash, expiresAt, refreshMinIntervalMs, refreshKept])
+      const [rotated] = await db.rows<RotatedSession>('session-rotate', ROTATE_SQL, [oldHash, newHash, expiresAt, refreshMinIntervalMs, refreshTokensKept])
       if (rotated !== undefined) return rotated
       type Row = { sessionId: string, used: boolean, expired: boolean, ended: boolean, waitSeconds: number }
       const [row] = await db.rows<Row>('session-classify', CLASSIFY_SQL, [oldHash, refreshMinIntervalMs])

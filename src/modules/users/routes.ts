@@ -17,11 +17,18 @@ import { DeleteUserBody, UpdatedUser, UpdateUserBody, User, type PublicUser } fr
 export interface UserRoutesOptions {
   /** The per-client budget of bcrypt-costing requests (shared with the auth routes). */
   authBudget: AuthBudget
-  /** Changes of one's own record (PATCH, DELETE) per user and window. */
-  accountChanges: { max: number, timeWindow: number, store?: AttemptStore }
+  /** Where changes of one's own record are counted; `max` and `timeWindow` are ACCOUNT_CHANGES unless a test sets them. */
+  accountChanges: { max?: number, timeWindow?: number, store?: AttemptStore }
   /** ACCESS_TOKEN_TTL, as configured: `expiresIn` of the session a password change starts. */
-  expiresIn: string
+  accessTokenTtl: string
 }
+
+/**
+ * Changes of one's own record (PATCH, DELETE) per user and window: a person edits a profile
+ * a few times, while a stolen token probing taken usernames through 409 answers gets ten
+ * guesses per quarter of an hour (docs/reliability.md, "Brute force").
+ */
+export const ACCOUNT_CHANGES = { max: 10, timeWindow: 15 * 60_000 }
 
 const TooManyAccountChanges = createError('RATE_LIMITED', 'Too many changes to this account; retry in %d s', 429)
 
@@ -34,7 +41,7 @@ function ownRecord (request: FastifyRequest, id: number): PublicUser {
 
 export const userRoutes: FastifyPluginAsyncTypebox<UserRoutesOptions> = async (app, options) => {
   const { users } = app
-  const changes = budget({ ...options.accountChanges, refusal: (seconds) => new TooManyAccountChanges(seconds) })
+  const changes = budget({ ...ACCOUNT_CHANGES, ...options.accountChanges, refusal: (seconds) => new TooManyAccountChanges(seconds) })
 
   registrationRoute(app, { url: '', tag: 'users', variant: 'B', authBudget: options.authBudget })
 
@@ -59,7 +66,7 @@ export const userRoutes: FastifyPluginAsyncTypebox<UserRoutesOptions> = async (a
       summary: 'Change your username, e-mail and/or password',
       description: 'Changing the password needs `currentPassword` (a wrong one: 403 `WRONG_PASSWORD`); it ends every session, this one included, and starts a new one ' +
         '(new tokens in the body, or new cookies when this request was authenticated by cookie). ' +
-        'Limited per user (`ACCOUNT_CHANGES_MAX`) and, when a password is sent, per client (`RATE_LIMIT_AUTH_MAX`) and per account (`LOGIN_FAILURES_MAX`): 429.',
+        'Limited per user (10 changes per 15 min) and, when a password is sent, per client (`RATE_LIMIT_AUTH_MAX`) and per account (`LOGIN_FAILURES_MAX`): 429.',
       security: sessionAuth,
       params: IdParams,
       body: UpdateUserBody,
@@ -77,7 +84,7 @@ export const userRoutes: FastifyPluginAsyncTypebox<UserRoutesOptions> = async (a
     if (tokenVersion === undefined) return { user }
     const issued = await app.sessions.start({ id, tokenVersion })
     const mode = request.authenticatedBy === 'cookie' ? 'cookie' : 'token'
-    return { user, ...deliverSession(reply, app.sessionCookies, issued, mode, options.expiresIn) }
+    return { user, ...deliverSession(reply, app.sessionCookies, issued, mode, options.accessTokenTtl) }
   })
 
   app.delete('/:id', {
@@ -86,7 +93,7 @@ export const userRoutes: FastifyPluginAsyncTypebox<UserRoutesOptions> = async (a
       tags: ['users'],
       summary: 'Delete your user record and your products',
       description: 'Needs your current password in the body, `{ "password": ... }` (a wrong one: 403 `WRONG_PASSWORD`). ' +
-        'Limited per user (`ACCOUNT_CHANGES_MAX`), per client (`RATE_LIMIT_AUTH_MAX`) and per account (`LOGIN_FAILURES_MAX`): 429.',
+        'Limited per user (10 changes per 15 min), per client (`RATE_LIMIT_AUTH_MAX`) and per account (`LOGIN_FAILURES_MAX`): 429.',
       security: sessionAuth,
       params: IdParams,
       body: DeleteUserBody,
