@@ -11,7 +11,9 @@ ENV CHECKPOINT_DISABLE=1 PRISMA_HIDE_UPDATE_MESSAGE=1
 WORKDIR /app
 COPY package.json package-lock.json ./
 # The plugin packages are npm workspaces: npm ci needs their manifests to link them.
+COPY packages/context/package.json packages/context/
 COPY packages/key-auth/package.json packages/key-auth/
+COPY packages/routing/package.json packages/routing/
 COPY scripts/postinstall.mjs scripts/postinstall.mjs
 COPY prisma ./prisma
 COPY prisma.config.ts ./

@@ -4,16 +4,17 @@
  * KNOWN_CODES, and real plugin failures answer the mapped problem. A bare app with the
  * service's error handler and the three plugins, no database.
  */
+import { mkdtemp, rm, writeFile } from 'node:fs/promises'
+import os from 'node:os'
 import path from 'node:path'
-import { fileURLToPath } from 'node:url'
 import createError from '@fastify/error'
 import Fastify, { type FastifyError, type FastifyInstance } from 'fastify'
 import t from 'tap'
 import { Type } from 'typebox'
 import errorHandler, { KNOWN_CODES } from '../src/plugins/error-handler.js'
-import * as contextExports from '../src/plugins/context/index.js'
+import * as contextExports from '@user-product-service/context'
 import * as keyauthExports from '@user-product-service/key-auth'
-import * as routingExports from '../src/plugins/routing/index.js'
+import * as routingExports from '@user-product-service/routing'
 import { assertProblem } from './helpers/assertions.js'
 
 const context = contextExports.default
@@ -109,11 +110,15 @@ t.test('through the error handler: the mapped code, the status, the message as d
 })
 
 t.test('real plugin failures answer their mapped problem', async (t) => {
-  const root = path.join(path.dirname(fileURLToPath(import.meta.url)), 'context', 'reply-fixtures', 'files')
+  const root = await mkdtemp(path.join(os.tmpdir(), 'error-codes-'))
+  t.teardown(() => rm(root, { recursive: true, force: true }))
+  await writeFile(path.join(root, 'hello.txt'), 'hello')
+  await writeFile(path.join(root, '.hidden'), 'dotfile')
   const app = await bareApp(t, async (app) => {
     await app.register(context, { files: { root } })
     await app.register(routing)
     app.get('/file/*', async (request, reply) => reply.serveFile((request.params as Record<string, string>)['*'] as string))
+    app.get('/jsonp', async (request, reply) => reply.jsonp({ a: 1 }, (request.query as { cb: string }).cb))
     app.get('/bind', async (request) => request.queryParser(Type.Object({ n: Type.Integer() })))
     app.get('/only-get', async () => ({ ok: true }))
     await app.register(async (guarded) => {
@@ -124,6 +129,9 @@ t.test('real plugin failures answer their mapped problem', async (t) => {
   t.equal((await app.inject('/file/hello.txt')).statusCode, 200)
   assertProblem(t, await app.inject('/file/missing.txt'), 404, 'NOT_FOUND')
   assertProblem(t, await app.inject('/file/.hidden'), 404, 'NOT_FOUND')
+  const jsonp = assertProblem(t, await app.inject({ url: '/jsonp', query: { cb: 'alert(document.cookie)' } }), 400, 'BAD_REQUEST')
+  t.equal(jsonp.detail, 'Invalid JSONP callback name', 'a refused JSONP callback')
+  t.equal((await app.inject({ url: '/jsonp', query: { cb: 'done' } })).body, 'done({"a":1});')
   const bind = assertProblem(t, await app.inject('/bind?n=0x10'), 400, 'VALIDATION_FAILED')
   t.same(bind.errors, [{ in: 'querystring', field: '/n', message: 'must be an integer' }])
   const allow = await app.inject({ method: 'DELETE', url: '/only-get' })

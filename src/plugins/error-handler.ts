@@ -12,7 +12,7 @@ interface AjvError { instancePath: string, message?: string, keyword: string, pa
 
 /**
  * Client-visible codes of the errors we know by code: Fastify's own for bad input and the
- * client errors (4xx) of the three plugin packages (src/plugins/{keyauth,context,routing}).
+ * client errors (4xx) of the three plugin packages (packages/: key-auth, context, routing).
  * Listed one by one, so a renamed or new plugin error is a decision here (test/error-codes.test.ts
  * fails for a plugin 4xx missing from this map). Any other `FST_*` code (another plugin's) is
  * answered with its status and the status's generic code; a plugin's 5xx (a programming or

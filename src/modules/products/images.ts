@@ -15,7 +15,7 @@ import createError from '@fastify/error'
 import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import { Forbidden, NotFound } from '../../lib/problem.js'
-import { MalformedMultipartError } from '../../plugins/context/index.js'
+import { MalformedMultipartError } from '@user-product-service/context'
 import type { BlobStorage, ByteRange } from '../../storage/blob-storage.js'
 import { IMAGE_TYPES, ImageInspector, type ImageType } from './image-type.js'
 import type { ImageChange, ImageMeta, ProductsRepository } from './repository.js'
@@ -157,7 +157,7 @@ export function productImages (options: ProductImagesOptions) {
       let stored: ImageMeta | undefined
       try {
         // request.parts() as wrapped by the context plugin: the whole body is bounded by the
-        // route's bodyLimit and a malformed body is a 400 (src/plugins/context/request/multipart.ts).
+        // route's bodyLimit and a malformed body is a 400 (the context package's request/multipart.ts).
         for await (const part of request.parts() as AsyncIterable<Part>) {
           if (part.type !== 'file' || part.file === undefined) continue
           if (stored !== undefined) throw new TooManyFiles()
