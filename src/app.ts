@@ -174,7 +174,7 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
   await app.register(userRoutes, { ...config.auth, prefix: '/api/user', authBudget, accountChanges: { ...tuning.accountChanges, store: attemptStore('account-changes') } })
   // The routing plugin only where it serves: named-route URLs (a product's imageUrl). In this
   // scope its onRoute and onRequest hooks see the product routes alone, and its 405 answer is
-  // off, so every route answers as before (test/service-routes.test.ts).
+  // off: a method a product path does not serve is a 404, as on every other path.
   await app.register(async function catalogue (scope) {
     await scope.register(routing, { methodNotAllowed: false })
     await scope.register(productRoutes, { ...config.products, prefix: '/api/product' })
