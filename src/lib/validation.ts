@@ -7,8 +7,8 @@
  *
  * Every string, in every part of every route, must also be well-formed text: no NUL
  * (U+0000) and no unpaired UTF-16 surrogate. PostgreSQL refuses NUL in text (SQLSTATE
- * 22021) and the driver cannot encode a lone surrogate, so either one used to reach the
- * database and answer 500. The compiler adds the `wellFormedText` keyword to every string
+ * 22021) and the driver cannot encode a lone surrogate: either one reaching the database
+ * would answer 500. The compiler adds the `wellFormedText` keyword to every string
  * schema it compiles (a route cannot forget it); a failure is an ordinary 400 that names
  * the field. Passwords are held to the same rule: bcrypt would see U+FFFD for any lone
  * surrogate (so "\ud800" and "\udc00" would be one password) and C implementations stop
