@@ -38,8 +38,8 @@ export interface EmbeddedOptions {
   /** The superuser's password; by default a random one kept in the data folder. */
   password?: string
   /**
-   * Passwords a data folder made before passwords were kept may have (it used DB_PASSWORD,
-   * default `postgres`): tried once, then replaced by a random kept one.
+   * Passwords a data folder without a kept password may have (DB_PASSWORD, default
+   * `postgres`): tried once, then replaced by a random kept one.
    */
   legacyPasswords?: string[]
   /** Database created (if missing) for the application. */
@@ -120,7 +120,7 @@ export async function startEmbeddedPostgres (options: EmbeddedOptions): Promise<
 
   let finalPassword = password ?? 'postgres'
   if (options.password === undefined && (!initialised || password === undefined)) {
-    // A new cluster, or one made before passwords were kept (its password was `postgres`):
+    // A new cluster, or one without a kept password (its password is `postgres`):
     // keep a random one with the data.
     if (password === undefined) {
       finalPassword = randomBytes(24).toString('base64url')

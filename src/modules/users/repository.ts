@@ -3,8 +3,8 @@
  * (docs/architecture.md). Only the public columns (`User` in ./schemas.ts) ever leave it,
  * except the credentials the users service and the token check need.
  * Reads that run on every request (the token's user) or on every login are prepared
- * statements on Prisma's own pg pool: Prisma compiles each query anew, which was about 40%
- * of the CPU of an authenticated read (bench/README.md, "Where the CPU of GET /api/user/:id goes").
+ * statements on Prisma's own pg pool: Prisma compiles each query anew, about 40% of the CPU
+ * of an authenticated read (bench/README.md, "Where the CPU of GET /api/user/:id goes").
  * Behind PgBouncer (DB_PGBOUNCER) they are unnamed (src/db/sql.ts).
  */
 import type { FastifyInstance } from 'fastify'
