@@ -1,6 +1,7 @@
 /**
  * A database of its own for each test file: a copy of the migrated template that
- * scripts/test.ts prepared, dropped when the file's tests end.
+ * scripts/test.ts prepared, dropped when the file's tests end, unless the whole server is
+ * thrown away after the run (TEST_KEEP_DATABASES=1: the embedded one).
  */
 import { randomBytes } from 'node:crypto'
 import pg from 'pg'
@@ -25,13 +26,19 @@ async function admin (sql: string): Promise<void> {
 
 interface Teardown { teardown: (fn: () => unknown) => void }
 
+/** Drops `name` at teardown, unless the server goes whole after the run. */
+function dropAtTeardown (t: Teardown, name: string): void {
+  if (process.env.TEST_KEEP_DATABASES === '1') return
+  t.teardown(async () => { await admin(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`) })
+}
+
 /** Creates a fresh, migrated database and returns its URL; it is dropped at teardown. */
 export async function createTestDatabase (t: Teardown): Promise<string> {
   const template = process.env.TEST_TEMPLATE_DB
   if (!template) throw new Error('TEST_TEMPLATE_DB is not set: run the tests with `npm test`')
   const name = `ups_test_${randomBytes(6).toString('hex')}`
   await admin(`CREATE DATABASE ${name} TEMPLATE ${template}`)
-  t.teardown(async () => { await admin(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`) })
+  dropAtTeardown(t, name)
   return databaseUrl(name)
 }
 
@@ -39,7 +46,7 @@ export async function createTestDatabase (t: Teardown): Promise<string> {
 export async function createEmptyDatabase (t: Teardown): Promise<string> {
   const name = `ups_empty_${randomBytes(6).toString('hex')}`
   await admin(`CREATE DATABASE ${name}`)
-  t.teardown(async () => { await admin(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`) })
+  dropAtTeardown(t, name)
   return databaseUrl(name)
 }
 
