@@ -13,6 +13,9 @@ import { createEmptyDatabase } from './helpers/database.js'
 import { openFolder, runToExit } from './helpers/local-start.js'
 
 const exec = promisify(execFile)
+// Each test starts real processes and sets its own limit; the file's (tap's 180 s by
+// default) must not cut them short when the machine is loaded.
+t.setTimeout(900_000)
 
 t.test('npm run db:migrate reads .env like the server does', { timeout: 120_000 }, async (t) => {
   const url = await createEmptyDatabase(t)

@@ -14,6 +14,9 @@ import { SERVER_ENV, spawnServer } from './faults/helpers/server.js'
 import { openFolder, runToExit } from './helpers/local-start.js'
 
 const isRoot = os.userInfo().uid === 0
+// Each test starts real processes and sets its own limit; the file's (tap's 180 s by
+// default) must not cut them short when the machine is loaded.
+t.setTimeout(900_000)
 
 /**
  * A copy of this checkout in `parent`: its own files, and node_modules linked entry by entry

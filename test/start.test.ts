@@ -12,6 +12,9 @@ import { SERVER_ENV, spawnServer, waitFor } from './faults/helpers/server.js'
 import { dataFolders, openFolder, runToExit } from './helpers/local-start.js'
 
 const folders = dataFolders(t)
+// Each test starts real processes and sets its own limit; the file's (tap's 180 s by
+// default) must not cut them short when the machine is loaded.
+t.setTimeout(900_000)
 
 t.test('the embedded superuser has a random password kept with the data (mode 0600), not postgres/postgres', { timeout: 240_000 }, async (t) => {
   const dir = await openFolder(t)
