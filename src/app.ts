@@ -108,14 +108,9 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
   await app.register(errorHandler)
   await app.register(draining)
   await app.register(contentCoding)
-  // The context API (docs/context-api.md, "In the service"): request and reply decorators
-  // for every request. Content codings never reach its decoder (content-coding answers 415
-  // in onRequest, before its preParsing hook), and it keeps no raw copy of bodies. It
-  // registers @fastify/cookie unless that is registered first (register it above to set
-  // cookie options).
-  // Cookies of browser sessions (src/modules/sessions/cookies.ts); the context plugin uses this registration too.
+  // Cookies of browser sessions (src/modules/sessions/cookies.ts); the context plugin, in the
+  // products scope below, uses this registration too.
   await app.register(fastifyCookie)
-  await app.register(context, { rawBody: false, ajv: createAjv })
   await app.register(securityHeaders, config.server)
   // Shared state of the replicas (REDIS_URL); app.redis is null without it.
   await app.register(redis, { ...config.redis, ...tuning.redis })
@@ -172,11 +167,16 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
   await app.register(healthRoutes, { prefix: '/health', readyTimeoutMs: tuning.readyTimeoutMs })
   await app.register(authRoutes, { ...config.auth, prefix: '/api/auth', authBudget, originCheck })
   await app.register(userRoutes, { ...config.auth, prefix: '/api/user', authBudget, accountChanges: { ...tuning.accountChanges, store: attemptStore('account-changes') } })
-  // The routing plugin only where it serves: named-route URLs (a product's imageUrl). In this
-  // scope its onRoute and onRequest hooks see the product routes alone, and its 405 answer is
-  // off: a method a product path does not serve is a 404, as on every other path.
+  // The routing and context plugins only where they serve: the product routes (named-route
+  // URLs for a product's imageUrl; CSV negotiation, conditional and ranged image reads, the
+  // guarded multipart upload: docs/context-api.md). In this scope their hooks see the product
+  // routes alone, so no other request pays for them. The routing plugin's 405 answer is off:
+  // a method a product path does not serve is a 404, as on every other path. The context
+  // plugin keeps no raw copy of bodies, and content codings never reach its decoder
+  // (content-coding answers 415 in onRequest, before its preParsing hook).
   await app.register(async function catalogue (scope) {
     await scope.register(routing, { methodNotAllowed: false })
+    await scope.register(context, { rawBody: false, ajv: createAjv })
     await scope.register(productRoutes, { ...config.products, prefix: '/api/product' })
   })
   // One budget of wrong admin keys per client for /api/admin and /metrics together.
