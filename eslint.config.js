@@ -1,3 +1,4 @@
+import { readdirSync } from 'node:fs'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import neostandard from 'neostandard'
@@ -48,9 +49,76 @@ const listedImports = {
   rules: { 'n/no-extraneous-import': 'error' }
 }
 
+// The layers of docs/architecture.md ("What each folder may import"): each folder of src/
+// imports its own files, npm packages and the places listed, nothing else (type-only and
+// dynamic imports included). The lists only point down, so no two folders import each other.
+const src = path.join(root, 'src')
+const at = (place) => path.join(src, place)
+const infrastructure = {
+  lib: [],
+  'config.ts': ['lib'],
+  telemetry: ['config.ts', 'lib'],
+  db: ['config.ts', 'lib', 'generated'],
+  storage: ['lib'],
+  'plugins/*.ts': ['config.ts', 'lib', 'db', 'storage', 'generated']
+}
+// Modules import each other only through the other's index.ts, and only along these edges.
+// A new module folder must be listed here (this file throws otherwise).
+const modules = {
+  sessions: [],
+  products: [],
+  health: [],
+  users: ['sessions', 'products'],
+  auth: ['users', 'sessions'],
+  admin: ['users'],
+  metrics: ['admin']
+}
+const unlisted = readdirSync(at('modules'), { withFileTypes: true })
+  .filter((entry) => entry.isDirectory() && !(entry.name in modules)).map((entry) => entry.name)
+if (unlisted.length > 0) throw new Error(`eslint.config.js: say what src/modules/${unlisted.join(', ')} may import (\`modules\`)`)
+
+const WHY = '(docs/architecture.md, "What each folder may import")'
+/** The files of a place of src/: one file, a folder, or `plugins/*.ts`. */
+const filesOf = (place) => place.endsWith('.ts') ? at(place) : at(`${place}/**`)
+/** Everything in src/ but `places`. */
+const allBut = (places, message) => ({ name: [`${src}/**`, ...places.map((place) => `!${filesOf(place)}`)], message })
+const layerEdges = [
+  ...Object.entries(infrastructure).map(([place, allowed]) => ({
+    files: [place.endsWith('.ts') ? `src/${place}` : `src/${place}/**/*.ts`],
+    rules: {
+      'n/no-restricted-import': ['error', [
+        allBut([place, ...allowed], `src/${place} imports ${allowed.length === 0 ? 'only its own files' : `only ${allowed.join(', ')}`} ${WHY}`)
+      ]]
+    }
+  })),
+  ...Object.entries(modules).map(([name, others]) => ({
+    files: [`src/modules/${name}/**/*.ts`],
+    rules: {
+      'n/no-restricted-import': ['error', [
+        {
+          name: [at('modules/**'), `!${at(`modules/${name}/**`)}`, ...others.map((other) => `!${at(`modules/${other}/index.ts`)}`)],
+          message: `src/modules/${name} imports ${others.length === 0 ? 'no other module' : `other modules only through the index.ts of ${others.join(', ')}`} ${WHY}`
+        },
+        allBut(['modules', 'config.ts', 'lib', 'db', 'storage', 'plugins', 'generated'], `a module imports config, lib, db, storage, plugins and modules, never app, options or server ${WHY}`)
+      ]]
+    }
+  })),
+  {
+    files: ['src/*.ts'],
+    ignores: ['src/config.ts'],
+    rules: {
+      'n/no-restricted-import': ['error', [{
+        name: [at('modules/**'), `!${at('modules/*/index.ts')}`],
+        message: `use a module only through its index.ts ${WHY}`
+      }]]
+    }
+  }
+]
+
 export default [
   ...neostandard({ ts: true, ignores: ['**/dist/**', 'src/generated/**', '**/node_modules/**', '.data/**', 'coverage/**', '**/.tap/**'] }),
   listedImports,
   ...packageEdges,
-  byName
+  byName,
+  ...layerEdges
 ]

@@ -19,6 +19,7 @@ import { parseEnv } from 'node:util'
 import envSchema from 'env-schema'
 import { Type, type Static, type TSchema } from 'typebox'
 import { parseApiKeys } from './lib/api-keys.js'
+import { SetupError } from './lib/setup-error.js'
 import { parseTrustProxy } from './lib/trust-proxy.js'
 
 /** A duration as `ms` reads it: a number with ms, s, m, h or d (no unit: ms). */
@@ -295,7 +296,7 @@ export const RETIRED: Readonly<Record<string, string>> = {
   LOAD_SHED_RETRY_AFTER_S: 'a shed request\'s Retry-After is 2 s (src/lib/admission.ts)',
   REDIS_CONNECT_TIMEOUT_MS: 'a Redis connection attempt gives up after 2 s (src/plugins/redis.ts)',
   REDIS_COMMAND_TIMEOUT_MS: 'a Redis command fails after 1 s (src/plugins/redis.ts)',
-  RATE_LIMIT_AUTH_WINDOW_MS: 'RATE_LIMIT_AUTH_MAX counts per minute (src/modules/auth/budget.ts)',
+  RATE_LIMIT_AUTH_WINDOW_MS: 'RATE_LIMIT_AUTH_MAX counts per minute (src/modules/users/budget.ts)',
   ACCOUNT_CHANGES_MAX: 'a user changes their own record at most 10 times per 15 min (src/modules/users/routes.ts)',
   ACCOUNT_CHANGES_WINDOW_MS: 'a user changes their own record at most 10 times per 15 min (src/modules/users/routes.ts)',
   ADMIN_KEY_FAILURES_MAX: 'a client may send 10 wrong admin keys per 15 min (src/modules/admin/api-keys.ts)',
@@ -303,7 +304,7 @@ export const RETIRED: Readonly<Record<string, string>> = {
   REFRESH_TOKENS_KEPT: '100 rotated refresh tokens are kept per session (src/modules/sessions/repository.ts)'
 }
 
-export class ConfigError extends Error {
+export class ConfigError extends SetupError {
   override name = 'ConfigError'
 }
 

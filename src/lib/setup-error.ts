@@ -1,13 +1,15 @@
 /**
  * A start that cannot succeed because of its set-up (a wrong configuration, an embedded
  * database it cannot run) ends with its one-line message and exit 78 (EX_CONFIG), no stack
- * trace. Shared by the server and `npm run db:migrate`; anything else is rethrown.
+ * trace. Shared by the server and `npm run db:migrate`; anything else is rethrown. The
+ * errors of such a set-up (ConfigError, EmbeddedDatabaseError) extend `SetupError`.
  */
-import { ConfigError } from '../config.js'
-import { EmbeddedDatabaseError } from '../db/embedded-error.js'
+export class SetupError extends Error {
+  override name = 'SetupError'
+}
 
 export function exitOnSetupError (error: unknown): never {
-  if (error instanceof ConfigError || error instanceof EmbeddedDatabaseError) {
+  if (error instanceof SetupError) {
     console.error(error.message)
     process.exit(78)
   }

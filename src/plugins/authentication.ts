@@ -10,17 +10,24 @@
  * The token comes from the `Authorization: Bearer` header or, when the request has no
  * Authorization header at all, from the access-token cookie of browser clients: the header
  * wins, and a bad header is a 401 even with a good cookie. A cookie-authenticated request
- * with an unsafe method must pass the origin check (src/modules/sessions/csrf.ts) first.
+ * with an unsafe method must pass the origin check (src/lib/csrf.ts) first.
  */
 import fastifyJwt from '@fastify/jwt'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
+import { isSafeMethod, type OriginCheck } from '../lib/csrf.js'
 import { Unauthorized } from '../lib/problem.js'
 import { MAX_INT4 } from '../lib/schemas.js'
-import { isSafeMethod, type OriginCheck } from '../modules/sessions/csrf.js'
-import { isSessionId } from '../modules/sessions/tokens.js'
-import type { TokenUser } from '../modules/users/repository.js'
-import type { PublicUser } from '../modules/users/schemas.js'
+
+/**
+ * The user `authenticate` keeps on `request.currentUser`. The users module gives it its
+ * shape by merging into this interface (`PublicUser`, src/modules/users/schemas.ts), as an
+ * application fills in @fastify/jwt's `FastifyJWT`: this plugin imports no module.
+ */
+export interface AuthenticatedUser { id: number }
+
+/** What `findUser` reads: the user and the token version their tokens must carry. */
+export type TokenUser = AuthenticatedUser & { tokenVersion: number }
 
 interface TokenClaims {
   /** The user id, as a string (RFC 7519). */
@@ -45,7 +52,7 @@ declare module 'fastify' {
   }
   interface FastifyRequest {
     /** The authenticated user, set by `authenticate`; null on public routes. */
-    currentUser: PublicUser | null
+    currentUser: AuthenticatedUser | null
     /** The session of the request's access token, set by `authenticate`. */
     sessionId: string | null
     /** Where `authenticate` found the access token. */
@@ -67,6 +74,8 @@ interface AuthenticationOptions {
 
 const ALGORITHM = 'HS256'
 const SUB_PATTERN = /^[1-9][0-9]{0,9}$/
+/** Session ids (the `sid` claim) are UUIDs: checked before they reach a `uuid` column. */
+const SESSION_ID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
 
 /** The user id a `sub` claim names, or undefined when it is not one this service issues. */
 function subjectId (sub: unknown): number | undefined {
@@ -110,7 +119,7 @@ async function authentication (app: FastifyInstance, options: AuthenticationOpti
       throw new Unauthorized(describeJwtError(error))
     }
     const id = subjectId(claims.sub)
-    if (id === undefined || !Number.isSafeInteger(claims.ver) || !isSessionId(claims.sid)) {
+    if (id === undefined || !Number.isSafeInteger(claims.ver) || (typeof claims.sid !== 'string' || !SESSION_ID_PATTERN.test(claims.sid))) {
       throw new Unauthorized('The token is not one this service issued')
     }
     const user = await findUser(id, claims.sid)

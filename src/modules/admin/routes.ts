@@ -7,7 +7,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { problems } from '../../lib/responses.js'
 import { IdParams, NoContent, Page, PageQuery } from '../../lib/schemas.js'
 import keyAuth from '@user-product-service/key-auth'
-import { User } from '../users/schemas.js'
+import { User } from '../users/index.js'
 import { adminApiKey, adminKeyAuthOptions, type KeyFailureLimit } from './api-keys.js'
 
 export interface AdminRoutesOptions {

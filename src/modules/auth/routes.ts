@@ -1,19 +1,17 @@
 /**
  * POST /api/auth/register, /login, /refresh-token and /logout. Register and login spend the
- * client's one budget of bcrypt-costing requests (budget.ts, shared with the user routes);
- * login is also limited per account (password guesses per account, account-limit.ts).
+ * client's one budget of bcrypt-costing requests (src/modules/users/budget.ts, shared with the user routes);
+ * login is also limited per account (password guesses per account, src/modules/users/account-limit.ts).
  * Login starts a session (src/modules/sessions/): tokens in the body for API clients, or in
  * HttpOnly cookies for browsers (form posts, or `"mode": "cookie"`).
  */
 import fastifyFormbody from '@fastify/formbody'
 import type { FastifyPluginAsyncTypebox, TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
+import type { OriginCheck } from '../../lib/csrf.js'
 import { BadRequest } from '../../lib/problem.js'
 import { problems, sessionAuth } from '../../lib/responses.js'
-import type { OriginCheck } from '../sessions/csrf.js'
-import { deliverSession } from '../sessions/respond.js'
-import { RefreshBody, SessionResult } from '../sessions/schemas.js'
-import { registrationRoute } from '../users/registration.js'
-import type { AuthBudget } from './budget.js'
+import { deliverSession, RefreshBody, SessionResult } from '../sessions/index.js'
+import { registrationRoute, type AuthBudget } from '../users/index.js'
 import { LoginBody } from './schemas.js'
 
 export interface AuthRoutesOptions {

@@ -1,7 +1,7 @@
 /** Schemas of login. */
 import { Type } from 'typebox'
-import { SessionMode } from '../sessions/schemas.js'
-import { passwordToCheck } from '../users/schemas.js'
+import { SessionMode } from '../sessions/index.js'
+import { passwordToCheck } from '../users/index.js'
 
 /**
  * `username` is the Variant A field; `identity` the original Variant B one. Either may hold

@@ -6,7 +6,7 @@
  */
 import type { FastifyPluginAsync } from 'fastify'
 import keyAuth from '@user-product-service/key-auth'
-import { adminKeyAuthOptions, type KeyFailureLimit } from '../admin/api-keys.js'
+import { adminKeyAuthOptions, type KeyFailureLimit } from '../admin/index.js'
 
 export interface MetricsRoutesOptions {
   /** ADMIN_API_KEYS: comma-separated keys; empty refuses every request. */

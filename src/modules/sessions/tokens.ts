@@ -35,9 +35,3 @@ export function hashRefreshToken (token: string): Buffer {
 export function isRefreshTokenShaped (value: unknown): value is string {
   return typeof value === 'string' && REFRESH_TOKEN_RE.test(value)
 }
-
-/** Session ids (the `sid` claim): UUIDs, checked before they reach a `uuid` column. */
-const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
-export function isSessionId (value: unknown): value is string {
-  return typeof value === 'string' && UUID_RE.test(value)
-}

@@ -5,7 +5,7 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import type { FastifyInstance } from 'fastify'
 import { problems } from '../../lib/responses.js'
-import type { AuthBudget } from '../auth/budget.js'
+import type { AuthBudget } from './budget.js'
 import { RegisterBody, User } from './schemas.js'
 
 export interface RegistrationRouteOptions {

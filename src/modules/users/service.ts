@@ -11,7 +11,7 @@ import { BadRequest, NotFound, Unauthorized } from '../../lib/problem.js'
 import type { PageOf, PageQueryInput } from '../../lib/schemas.js'
 import { MAX_PASSWORD_BYTES, type PasswordHasher } from '../../plugins/password.js'
 import type { ProductImages, ProductsRepository } from '../products/index.js'
-import { accountKey, type AccountLimiter } from '../auth/account-limit.js'
+import { accountKey, type AccountLimiter } from './account-limit.js'
 import type { UsersRepository } from './repository.js'
 import type { PublicUser, RegisterInput, UpdateUserInput } from './schemas.js'
 

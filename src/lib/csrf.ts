@@ -13,8 +13,11 @@
  * Requests with an `Authorization` header are not checked: a browser never adds that
  * header on its own, so a forged request cannot carry it.
  */
+import createError from '@fastify/error'
 import type { FastifyRequest } from 'fastify'
-import { CsrfRejected } from './errors.js'
+
+/** A cookie-authenticated change from a page of another origin, or one that does not say where it comes from. */
+export const CsrfRejected = createError('CSRF_REJECTED', '%s', 403)
 
 export interface OriginCheckOptions {
   /** Origins besides the service's own, e.g. `https://app.example.com` (CSRF_TRUSTED_ORIGINS). */

@@ -1,0 +1,6 @@
+/** The sessions module as the app and other modules use it: import nothing else of it (lint: docs/architecture.md). */
+export { sessionCookieNames } from './cookies.js'
+export { default as sessionsService } from './plugin.js'
+export { default as sessionsRepository } from './repository.js'
+export { deliverSession } from './respond.js'
+export { RefreshBody, SessionMode, SessionResult } from './schemas.js'
