@@ -10,7 +10,7 @@
  *
  * Secrets may also come from files (`SECRET_FILE`, `DB_PASSWORD_FILE`, ...: the Docker
  * secrets convention; a leaf with `fromFile`); a variable and its `_FILE` twin together are
- * refused. A variable that was renamed is still read under its old name (`aliases`).
+ * refused. A variable may also be read under another name (`aliases`).
  */
 import { randomBytes } from 'node:crypto'
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
@@ -112,7 +112,7 @@ const auth = Type.Object({
     aliases: ['JWT_EXPIRES_IN'],
     default: '15m',
     pattern: DURATION,
-    description: 'access token (JWT) lifetime (a number with `ms`, `s`, `m`, `h` or `d`), short since the refresh token renews it; `JWT_EXPIRES_IN`, its old name, is still read when unset'
+    description: 'access token (JWT) lifetime (a number with `ms`, `s`, `m`, `h` or `d`), short since the refresh token renews it; `JWT_EXPIRES_IN` is read as an alias when it is unset'
   }),
   refreshTokenTtl: Type.String({ env: 'REFRESH_TOKEN_TTL', default: '30d', pattern: DURATION, description: 'refresh token lifetime (a duration, as above); every refresh issues a new one for this long; longer than `ACCESS_TOKEN_TTL`' }),
   refreshMinIntervalMs: Type.Integer({
@@ -280,12 +280,12 @@ export interface Config {
   telemetry: TelemetrySettings
   storage: StorageSettings
   products: ProductsSettings
-  /** Variables that are set but no longer read (`RETIRED`), for a warning at start. */
+  /** Variables that are set but not read (`RETIRED`), for a warning at start. */
   retired: string[]
 }
 
 /**
- * Variables the service no longer reads: tuning knobs that no operator had a reason to turn.
+ * Variables the service does not read: tuning knobs that no operator has a reason to turn.
  * Each is a documented constant of the code that owns it; a test changes it through that
  * plugin's options. Set, it is ignored with a warning at start.
  */
@@ -325,7 +325,7 @@ export function settings (): Leaf[] {
   return leaves
 }
 
-/** Every variable read, with the old names still read and without the `_FILE` twins. */
+/** Every variable read, with its aliases and without the `_FILE` twins. */
 export function envVariables (): string[] {
   return settings().flatMap((leaf) => [leaf.env, ...(leaf.schema.aliases ?? [])])
 }
@@ -423,7 +423,7 @@ export function loadConfig (data: Record<string, string | undefined> = process.e
   for (const leaf of leaves) {
     for (const alias of leaf.schema.aliases ?? []) {
       if (merged[alias] !== undefined && merged[leaf.env] !== undefined) {
-        throw new ConfigError(`Invalid configuration: set ${leaf.env} or ${alias} (its old name), not both`)
+        throw new ConfigError(`Invalid configuration: set ${leaf.env} or ${alias} (its alias), not both`)
       }
     }
   }

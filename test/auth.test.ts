@@ -35,7 +35,7 @@ t.test('POST /api/auth/login', async (t) => {
     t.equal((await login({ username: user.email.toUpperCase(), password: user.password })).statusCode, 200)
   })
 
-  t.test('with `identity` (the original Variant B field), username or e-mail', async (t) => {
+  t.test('with `identity` (the other name of `username`), username or e-mail', async (t) => {
     t.equal((await login({ identity: user.username, password: user.password })).statusCode, 200)
     t.equal((await login({ identity: user.email, password: user.password })).statusCode, 200)
   })

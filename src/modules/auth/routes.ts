@@ -26,7 +26,7 @@ export interface AuthRoutesOptions {
 const FORM = 'application/x-www-form-urlencoded'
 
 export const authRoutes: FastifyPluginAsyncTypebox<AuthRoutesOptions> = async (app, options) => {
-  registrationRoute(app, { url: '/register', tag: 'auth', variant: 'A', authBudget: options.authBudget })
+  registrationRoute(app, { url: '/register', tag: 'auth', summary: 'Register a user (the same operation as POST /api/user)', authBudget: options.authBudget })
 
   // Login alone also reads HTML form bodies: the parser is registered in this scope only,
   // so every other route keeps answering 415 to a form.

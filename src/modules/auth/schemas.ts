@@ -4,8 +4,8 @@ import { SessionMode } from '../sessions/index.js'
 import { passwordToCheck } from '../users/index.js'
 
 /**
- * `username` is the Variant A field; `identity` the original Variant B one. Either may hold
- * the username or the e-mail address; exactly one must be present.
+ * `username` and `identity` are two names of one field, so clients of either route set log in.
+ * Either may hold the username or the e-mail address; exactly one must be present.
  */
 const LoginName = Type.String({ minLength: 1, maxLength: 254, description: 'your username or e-mail address' })
 

@@ -1,6 +1,6 @@
 /**
- * The registration route, served twice: POST /api/user (Variant B) and
- * POST /api/auth/register (Variant A) are the same operation under two paths.
+ * The registration route, served twice: POST /api/user and POST /api/auth/register are the
+ * same operation under two paths, so clients written for either route set work.
  */
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import type { FastifyInstance } from 'fastify'
@@ -11,7 +11,8 @@ import { RegisterBody, User } from './schemas.js'
 export interface RegistrationRouteOptions {
   url: string
   tag: string
-  variant: 'A' | 'B'
+  /** The operation's summary in the OpenAPI document. */
+  summary: string
   /** The per-client budget of bcrypt-costing requests, shared with login and the other registration path. */
   authBudget: AuthBudget
 }
@@ -21,7 +22,7 @@ export function registrationRoute (app: FastifyInstance, options: RegistrationRo
     onRequest: options.authBudget,
     schema: {
       tags: [options.tag],
-      summary: `Register a user (Variant ${options.variant})`,
+      summary: options.summary,
       body: RegisterBody,
       response: { 201: User, ...problems(400, 409, 413, 415, 429) }
     }

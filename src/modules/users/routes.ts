@@ -1,5 +1,5 @@
 /**
- * /api/user: registration (Variant B) and the user's own record. A user reads, changes and
+ * /api/user: registration and the user's own record. A user reads, changes and
  * deletes only their own record: another id answers 403, whether or not it exists.
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
@@ -43,7 +43,7 @@ export const userRoutes: FastifyPluginAsyncTypebox<UserRoutesOptions> = async (a
   const { users } = app
   const changes = budget({ ...ACCOUNT_CHANGES, ...options.accountChanges, refusal: (seconds) => new TooManyAccountChanges(seconds) })
 
-  registrationRoute(app, { url: '', tag: 'users', variant: 'B', authBudget: options.authBudget })
+  registrationRoute(app, { url: '', tag: 'users', summary: 'Register a user', authBudget: options.authBudget })
 
   app.get('/:id', {
     onRequest: app.authenticate,
