@@ -2,11 +2,12 @@
  * The generated blocks of README.md and docs/*.md (scripts/docs.ts) say what the code says:
  * the route table, the settings table, the folder listings and the import graph. A stale
  * block fails here by file and kind; `npm run docs` rewrites it. Every file of the
- * repository the docs name exists, and every setting is in .env.example.
+ * repository the docs name exists, every setting is in .env.example, and no two folders of
+ * src/ import each other, directly or around a loop.
  */
 import { readFileSync } from 'node:fs'
 import t from 'tap'
-import { missingPaths, refresh, run, settings } from '../scripts/docs.js'
+import { cycles, importEdges, missingPaths, refresh, run, settings } from '../scripts/docs.js'
 
 t.test('every generated block matches the code (npm run docs rewrites them)', async (t) => {
   const stale = await run(true)
@@ -29,4 +30,10 @@ t.test('every setting of the schema is described in .env.example', async (t) => 
   const example = readFileSync(new URL('../.env.example', import.meta.url), 'utf8')
   const absent = (await settings()).map((s) => s.env).filter((name) => !new RegExp(`^#? ?${name}=`, 'm').test(example))
   t.same(absent, [], absent.map((name) => `not in .env.example: ${name}`).join('; ') || 'all there')
+})
+
+t.test('no cycle between the folders of src/ (type-only imports included)', async (t) => {
+  const loops = cycles(importEdges())
+  t.same(loops, [], loops.map((loop) => `cycle: ${loop.join(' -> ')}`).join('; ') || 'none')
+  t.same(cycles([{ from: 'a', to: 'b', typeOnly: false }, { from: 'b', to: 'a', typeOnly: true }]), [['a', 'b', 'a']], 'a type-only edge closes a cycle too')
 })
