@@ -75,7 +75,7 @@ async function main (): Promise<void> {
     app.log.warn('SECRET is not set: using a development secret kept in .data/dev-secret. Set SECRET (32+ characters) in production.')
   }
   for (const name of config.retired) {
-    app.log.warn(`${name} is set but no longer read: ${RETIRED[name]!}`)
+    app.log.warn(`${name} is set but not read (a constant now): ${RETIRED[name]!}`)
   }
 
   let migrator: Migrator | undefined

@@ -137,7 +137,7 @@ t.test('every variable of the environment schema is listed in .env.example and t
     t.match(readme, new RegExp(`\`${name}\``), `${name} in the README`)
   }
   for (const name of Object.keys(RETIRED)) {
-    t.notMatch(example, new RegExp(`^${name}=`, 'm'), `${name}, no longer read, is not offered in .env.example`)
+    t.notMatch(example, new RegExp(`^${name}=`, 'm'), `${name}, not read, is not offered in .env.example`)
   }
 })
 
@@ -152,7 +152,7 @@ t.test('the schema in sections: each leaf names its variable once, with a descri
   t.same(Object.keys(EnvSchema.properties), ['server', 'database', 'auth', 'limits', 'redis', 'telemetry', 'storage', 'products'])
 })
 
-t.test('a variable no longer read is ignored and reported, whatever its value', async (t) => {
+t.test('a retired variable (not read) is ignored and reported, whatever its value', async (t) => {
   const config = loadConfig({ LOAD_SHED_SAMPLE_MS: 'soon', REFRESH_TOKENS_KEPT: '5', ACCOUNT_CHANGES_MAX: '' }, false)
   t.same(config.retired, ['LOAD_SHED_SAMPLE_MS', 'REFRESH_TOKENS_KEPT'], 'set ones only (empty is unset)')
   t.equal(Object.keys(RETIRED).length, 12)
