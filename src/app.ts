@@ -161,7 +161,8 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
   // URLs for a product's imageUrl; CSV negotiation, conditional and ranged image reads, the
   // guarded multipart upload: docs/context-api.md). In this scope their hooks see the product
   // routes alone, so no other request pays for them. The routing plugin's 405 answer is off:
-  // a method a product path does not serve is a 404, as on every other path. The context
+  // the app-wide not-found handler (src/plugins/error-handler.ts) answers 405 with `Allow`
+  // on every path, these included. The context
   // plugin keeps no raw copy of bodies, and content codings never reach its decoder
   // (content-coding answers 415 in onRequest, before its preParsing hook).
   await app.register(async function catalogue (scope) {

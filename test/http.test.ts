@@ -38,11 +38,12 @@ t.test('bad requests answer precise 4xx problem details', async (t) => {
     const res = await app.inject({ method: 'POST', url: '/api/user', headers: json, payload: JSON.stringify({ ...newUser(), pad: 'x'.repeat(5000) }) })
     assertProblem(t, res, 413, 'PAYLOAD_TOO_LARGE')
   })
-  t.test('unknown route: 404 NOT_FOUND', async (t) => {
+  t.test('unknown route: 404 NOT_FOUND; a known path asked with a method it lacks: 405', async (t) => {
     const res = await app.inject({ method: 'GET', url: '/api/nothing-here?x=1' })
     const problem = assertProblem(t, res, 404, 'NOT_FOUND')
     t.equal(problem.instance, '/api/nothing-here', 'instance is the path, without the query')
-    assertProblem(t, await app.inject({ method: 'PUT', url: '/api/product' }), 404, 'NOT_FOUND')
+    const put = assertProblem(t, await app.inject({ method: 'PUT', url: '/api/product' }), 405, 'METHOD_NOT_ALLOWED')
+    t.equal(put.detail, 'PUT is not allowed on /api/product; allowed: GET, HEAD, POST')
   })
   t.test('validation errors name the part and the field', async (t) => {
     const problem = assertProblem(t, await app.inject({ method: 'POST', url: '/api/user', payload: { ...newUser(), email: 5 } }), 400, 'VALIDATION_FAILED')
@@ -53,9 +54,8 @@ t.test('bad requests answer precise 4xx problem details', async (t) => {
   })
 })
 
-t.test('a method a path does not route is a 404, whoever asks; HEAD answers as GET does, without a body', async (t) => {
-  // The routing plugin's 405 stays off in the service (`methodNotAllowed: false`), and no
-  // route answers OPTIONS (no CORS preflight): both are the plain 404 of an unknown route.
+t.test('a method a path does not route is a 405 with Allow, whoever asks; an unknown path a 404; HEAD answers as GET does, without a body', async (t) => {
+  // No route answers OPTIONS (no CORS preflight): on a known path it is a 405 like any other method it lacks.
   const app = await build(t)
   const me = await registerAndLogin(app)
   const product = (await injectAs(app, me, { method: 'POST', url: '/api/product', payload: { title: 'p', amount: 1 } })).json().id as number
@@ -70,13 +70,20 @@ t.test('a method a path does not route is a 404, whoever asks; HEAD answers as G
 
   for (const [template, methods] of routed) {
     const url = template.replace('{id}', String(idFor(template)))
+    const allow = methods.length === 0 ? undefined : [...methods, ...(methods.includes('GET') ? ['HEAD'] : [])].sort().join(', ')
     for (const auth of [{}, me.auth]) {
       const who = Object.keys(auth).length === 0 ? 'anonymous' : 'with a token'
       for (const method of ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const) {
         if (methods.includes(method)) continue
         const res = await app.inject({ method, url, headers: auth })
-        assertProblem(t, res, 404, 'NOT_FOUND')
-        t.equal(res.headers.allow, undefined, `${method} ${template} ${who}: no Allow header`)
+        if (allow === undefined) {
+          assertProblem(t, res, 404, 'NOT_FOUND')
+          t.equal(res.headers.allow, undefined, `${method} ${template} ${who}: no Allow header`)
+        } else {
+          const problem = assertProblem(t, res, 405, 'METHOD_NOT_ALLOWED')
+          t.equal(res.headers.allow, allow, `${method} ${template} ${who}: Allow lists the path's methods`)
+          t.equal(problem.instance, url.split('?')[0])
+        }
       }
       const get = await app.inject({ method: 'GET', url, headers: auth })
       const head = await app.inject({ method: 'HEAD', url, headers: auth })

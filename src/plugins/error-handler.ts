@@ -111,6 +111,9 @@ export function toProblem (error: FastifyError & { validation?: AjvError[], vali
   return problem(500, 'INTERNAL', 'An unexpected error occurred; it has been logged with this request id.')
 }
 
+/** The methods a route of this service may serve, in the order `Allow` lists them. */
+const METHODS = ['DELETE', 'GET', 'HEAD', 'OPTIONS', 'PATCH', 'POST', 'PUT']
+
 function defaultCode (status: number): string {
   switch (status) {
     case 401: return 'UNAUTHORIZED'
@@ -159,8 +162,19 @@ async function errorHandler (app: FastifyInstance): Promise<void> {
     return sendProblem(reply, body)
   })
 
+  // A path that exists for other methods is a 405 with `Allow` (RFC 9110 15.5.6), not a 404:
+  // the router is asked, per method, whether the path matches a route (HEAD routes come with
+  // GET ones). A path no method matches stays a 404, as does a request whose own method
+  // matched and whose handler passed it on. OPTIONS alone does not make a path exist (a CORS
+  // preflight route may match every path).
   app.setNotFoundHandler((request, reply) => {
     const path = request.url.split('?')[0] ?? request.url
+    const routed = (method: string) => app.findRoute({ method, url: path }) !== null
+    const allowed = routed(request.method) ? [] : METHODS.filter(routed)
+    if (allowed.some((method) => method !== 'OPTIONS')) {
+      reply.header('allow', allowed.join(', '))
+      return sendProblem(reply, problemBody(405, 'METHOD_NOT_ALLOWED', `${request.method} is not allowed on ${path}; allowed: ${allowed.join(', ')}`, path, request.id))
+    }
     return sendProblem(reply, problemBody(404, 'NOT_FOUND', `No route for ${request.method} ${path}`, path, request.id))
   })
 }
