@@ -1,7 +1,7 @@
 /**
  * Password hashing, off the event loop: bcrypt (bcryptjs, `$2b$`, the configured cost) in
  * a pool of worker threads (piscina) at a lower scheduling priority than the event loop
- * (src/plugins/password-worker.ts). On the event loop, bcryptjs let 10 concurrent logins
+ * (src/plugins/password-worker.js). On the event loop, bcryptjs let 10 concurrent logins
  * take reads down to a few percent of their throughput; on libuv's pool at normal
  * priority (@node-rs/bcrypt), to 11-32%. bench/README.md, "Password hashing", has the
  * figures behind this choice.
@@ -14,7 +14,6 @@ import { fileURLToPath } from 'node:url'
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
 import { Piscina } from 'piscina'
-import type { PasswordTask } from './password-worker.js'
 
 export interface PasswordHasher {
   hash: (password: string) => Promise<string>
@@ -40,6 +39,11 @@ declare module 'fastify' {
 
 export const MAX_PASSWORD_BYTES = 72
 
+/** What the worker (src/plugins/password-worker.js) is asked to do. */
+export type PasswordTask =
+  | { op: 'hash', password: string, cost: number }
+  | { op: 'verify', password: string, hash: string }
+
 export interface PasswordHasherOptions {
   cost: number
   /** Worker threads hashing at once; by default one per CPU, at most 4. */
@@ -48,14 +52,12 @@ export interface PasswordHasherOptions {
   nice?: number
 }
 
-const here = fileURLToPath(import.meta.url)
-/** `.ts` when run from source (tsx), `.js` once compiled. */
-const WORKER_FILE = path.join(path.dirname(here), `password-worker${path.extname(here)}`)
+const WORKER_FILE = path.join(path.dirname(fileURLToPath(import.meta.url)), 'password-worker.js')
 
 export async function createPasswordHasher (options: PasswordHasherOptions): Promise<PasswordHasher & { close: () => Promise<void> }> {
   const { cost } = options
   const threads = options.threads ?? Math.min(os.availableParallelism(), 4)
-  const pool = new Piscina({ filename: WORKER_FILE, minThreads: threads, maxThreads: threads, workerData: { nice: options.nice ?? 10 } })
+  const pool = new Piscina({ filename: WORKER_FILE, minThreads: threads, maxThreads: threads, execArgv: [], workerData: { nice: options.nice ?? 10 } })
   const listeners: TaskListener[] = []
   const run = async <T>(task: PasswordTask): Promise<T> => {
     if (listeners.length === 0) return await pool.run(task) as T
