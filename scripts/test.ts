@@ -13,7 +13,7 @@
  * suite runs, then the deployment tests (test/deploy: the rolling restart behind a host
  * HAProxy, and compose.test.ts: Docker Compose for real, skipped with COMPOSE_TEST=0).
  */
-import { spawn } from 'node:child_process'
+import { spawn, spawnSync } from 'node:child_process'
 import { chmod, mkdtemp } from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
@@ -50,6 +50,18 @@ if (configured) {
 }
 
 const template = `ups_template_${process.pid}`
+const args = process.argv.slice(2)
+// The compose test's image, built by Docker while the suite runs (test/deploy/helpers/prebuild.ts).
+const composeImage = `upsci-prebuild-${process.pid}`
+const prebuild = args.length === 0 && process.env.COMPOSE_TEST !== '0'
+  ? spawn(process.execPath, ['--import=tsx', path.join('test', 'deploy', 'helpers', 'prebuild.ts'), composeImage], { stdio: ['ignore', 'pipe', 'inherit'] })
+  : undefined
+const prebuilt = new Promise<string>((resolve) => {
+  if (prebuild === undefined) { resolve(''); return }
+  let output = ''
+  prebuild.stdout?.on('data', (chunk) => { output += String(chunk) })
+  prebuild.on('close', () => resolve(output))
+})
 let code = 1
 try {
   await admin(adminUrl, `DROP DATABASE IF EXISTS ${template}`)
@@ -67,18 +79,21 @@ try {
     })
     child.on('close', (status) => resolve(status ?? 1))
   })
-  const args = process.argv.slice(2)
   code = await tap(args)
-  // The deployment tests (test/deploy/, excluded from tap's default set) run after the rest,
-  // one at a time: an image build or four server processes would otherwise load the machine
-  // under the timing-sensitive tests. COMPOSE_TEST=0 skips the compose one (it needs Docker;
-  // see the file's header); the host proxy test still runs.
+  // The deployment tests (test/deploy/, excluded from tap's default set) run after the rest:
+  // their containers and server processes would otherwise load the machine under the
+  // timing-sensitive tests. Two at a time: the compose test mostly waits for Docker, beside
+  // the host proxy tests. COMPOSE_TEST=0 skips the compose one (it needs Docker; see the
+  // file's header); the host proxy tests still run.
   if (args.length === 0) {
     if (process.env.COMPOSE_TEST === '0') console.log('# test/deploy/compose.test.ts skipped (COMPOSE_TEST=0)')
-    const deploy = await tap(['--timeout=1800', '--jobs=1', 'test/deploy/*.test.ts'])
+    process.stdout.write(await prebuilt)
+    const deploy = await tap(['--timeout=1800', '--jobs=2', 'test/deploy/*.test.ts'])
     code = code || deploy
   }
 } finally {
+  prebuild?.kill()
+  if (prebuild !== undefined) spawnSync('docker', ['rmi', '-f', composeImage], { stdio: 'ignore' })
   await admin(adminUrl, `DROP DATABASE IF EXISTS ${template} WITH (FORCE)`).catch(() => {})
   await embedded?.stop()
 }

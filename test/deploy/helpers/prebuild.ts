@@ -1,0 +1,27 @@
+/**
+ * The compose test's image, built ahead of it: `npm test` (scripts/test.ts) runs this in the
+ * background while the suite runs and waits for it before the deployment tests. The test's
+ * own `up --build` then finds every layer in Docker's build cache (the same Dockerfile on the
+ * same files) and only starts containers; the build, and on a fresh machine the Docker
+ * engine and base images (prepareDocker), stay off the suite's critical path.
+ * `docker build` uses the builder compose uses (the engine's classic builder, or BuildKit
+ * where buildx is installed), so both share one cache. Never fails: the compose test does
+ * everything again itself and reports what it cannot do.
+ * Usage: `tsx test/deploy/helpers/prebuild.ts <image tag>`; remove the tag afterwards.
+ */
+import { rm } from 'node:fs/promises'
+import { copyCheckout, prepareDocker, run } from './docker.js'
+
+const tag = process.argv[2] ?? 'upsci-prebuild'
+const started = Date.now()
+const problem = await prepareDocker()
+if (problem !== undefined) {
+  console.log(`# compose image not prebuilt: ${problem}`)
+} else {
+  const dir = await copyCheckout()
+  const built = await run('docker', ['build', '-q', '-t', tag, dir], { timeoutMs: 900_000 })
+  await rm(dir, { recursive: true, force: true })
+  console.log(built.code === 0
+    ? `# compose image prebuilt in ${Math.round((Date.now() - started) / 1000)} s`
+    : `# compose image prebuild failed (the compose test builds it itself):\n${built.stderr.slice(-2000)}`)
+}
