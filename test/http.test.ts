@@ -135,6 +135,7 @@ t.test('every response carries security headers and its request id', async (t) =
   t.notMatch(a.headers['content-security-policy'], /upgrade-insecure-requests/, 'plain HTTP by default: the OpenAPI page loads over http on a LAN address')
   t.notOk(a.headers['strict-transport-security'], 'no HSTS unless HTTPS_ONLY')
   t.equal(a.headers['x-frame-options'], 'SAMEORIGIN')
+  t.equal(a.headers['referrer-policy'], 'strict-origin-when-cross-origin', 'browsers send the page\'s origin on form posts (src/lib/csrf.ts)')
   t.notOk(a.headers['x-powered-by'])
   // The whole set helmet's defaults send (src/plugins/security-headers.ts), also on errors.
   const names = ['content-security-policy', 'cross-origin-opener-policy', 'cross-origin-resource-policy', 'origin-agent-cluster',

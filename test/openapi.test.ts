@@ -141,6 +141,7 @@ t.test('each route answers every status it documents, and documents every status
     'POST /api/auth/register': register('/api/auth/register'),
     'POST /api/auth/login': {
       200: () => app.inject({ method: 'POST', url: '/api/auth/login', payload: { username: me.username, password: me.password } }),
+      303: () => app.inject({ method: 'POST', url: '/api/auth/login', payload: { username: me.username, password: me.password, mode: 'cookie', redirect: '/docs' } }),
       400: () => app.inject({ method: 'POST', url: '/api/auth/login', payload: { password: 'x' } }),
       401: () => app.inject({ method: 'POST', url: '/api/auth/login', payload: { username: me.username, password: 'wrong password' } }),
       413: () => app.inject({ method: 'POST', url: '/api/auth/login', payload: { username: me.username, password: 'x'.repeat(2_000_000) } }),

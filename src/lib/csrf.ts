@@ -8,8 +8,18 @@
  * - `Sec-Fetch-Site: cross-site`, or
  * - `Origin` is missing (with `requireOrigin`: cookie-authenticated changes), or
  * - `Origin` is neither the service's own origin (scheme and Host of the request, as
- *   Fastify sees them: behind a TLS proxy set TRUST_PROXY) nor one of CSRF_TRUSTED_ORIGINS
- *   (`null`, sent by sandboxed frames and some redirects, never matches).
+ *   Fastify sees them: behind a TLS proxy set TRUST_PROXY) nor one of CSRF_TRUSTED_ORIGINS.
+ *
+ * `Origin: null` passes only with `Sec-Fetch-Site: same-origin`. A browser sends `null` for
+ * a same-origin form post when the page's referrer policy is `no-referrer` (the Fetch
+ * standard, "append a request `Origin` header"), and the service's own pages (/docs, or any a
+ * proxy serves under another policy) must be able to post; `Sec-Fetch-Site` then says where
+ * the request really comes from, and a page cannot set it. Everywhere else `null` is an
+ * opaque origin (a sandboxed frame, a `data:` page, a redirect across origins), and those
+ * are `cross-site` or `same-site`, or, from browsers without Fetch Metadata, carry no
+ * `Sec-Fetch-Site` at all: refused. The service's pages send `Referrer-Policy:
+ * strict-origin-when-cross-origin` (src/plugins/security-headers.ts), so browsers send
+ * their real origin and this case is the fallback, not the rule.
  * Requests with an `Authorization` header are not checked: a browser never adds that
  * header on its own, so a forged request cannot carry it.
  */
@@ -37,6 +47,7 @@ export function originCheck (options: OriginCheckOptions): OriginCheck {
       if (requireOrigin) throw new CsrfRejected('Refused: a change authenticated by cookie must carry an Origin header (browsers send one)')
       return
     }
+    if (origin === 'null' && request.headers['sec-fetch-site'] === 'same-origin') return
     if (origin !== `${request.protocol}://${request.host}` && !trusted.has(origin)) {
       throw new CsrfRejected(`Refused: requests from origin ${JSON.stringify(origin.slice(0, 200))} may not use the session cookies`)
     }

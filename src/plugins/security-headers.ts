@@ -27,6 +27,14 @@ async function securityHeaders (app: FastifyInstance, options: SecurityHeadersOp
         'upgrade-insecure-requests': options.httpsOnly ? [] : null
       }
     },
+    // helmet's default, `no-referrer`, makes browsers send `Origin: null` on every form post
+    // (the Fetch standard, "append a request `Origin` header"), which hides where the post
+    // comes from and so defeats the origin check of cookie requests (src/lib/csrf.ts).
+    // `strict-origin-when-cross-origin` (browsers' own default) sends the origin with
+    // every post, same-origin or to a trusted origin, and never a path across origins nor
+    // anything from HTTPS to HTTP. `same-origin` would send `null` again from a page of one
+    // origin to an API of another listed in CSRF_TRUSTED_ORIGINS.
+    referrerPolicy: { policy: 'strict-origin-when-cross-origin' },
     // HSTS only where HTTPS is the only way in.
     strictTransportSecurity: options.httpsOnly ? { maxAge: 31_536_000, includeSubDomains: true } : false
   })

@@ -7,6 +7,7 @@
  */
 import fastifyFormbody from '@fastify/formbody'
 import type { FastifyPluginAsyncTypebox, TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
+import type { FastifyReply } from 'fastify'
 import type { OriginCheck } from '../../lib/csrf.js'
 import { BadRequest } from '../../lib/problem.js'
 import { problems, sessionAuth } from '../../lib/responses.js'
@@ -24,6 +25,8 @@ export interface AuthRoutesOptions {
 }
 
 const FORM = 'application/x-www-form-urlencoded'
+/** A base to resolve a `redirect` against: whatever it resolves to must keep this origin. */
+const LOCAL = 'http://service.invalid'
 
 export const authRoutes: FastifyPluginAsyncTypebox<AuthRoutesOptions> = async (app, options) => {
   registrationRoute(app, { url: '/register', tag: 'auth', summary: 'Register a user (the same operation as POST /api/user)', authBudget: options.authBudget })
@@ -38,10 +41,15 @@ export const authRoutes: FastifyPluginAsyncTypebox<AuthRoutesOptions> = async (a
         tags: ['auth'],
         summary: 'Log in with username (or e-mail) and password; starts a session',
         description: 'JSON or an HTML form (`application/x-www-form-urlencoded`). Token mode (JSON\'s default) returns the access and refresh tokens; ' +
-          'cookie mode (forms\' default, or `"mode": "cookie"`) sets them as HttpOnly cookies instead. A browser request from another origin is refused (403 `CSRF_REJECTED`).',
+          'cookie mode (forms\' default, or `"mode": "cookie"`) sets them as HttpOnly cookies instead; with `redirect` (a path of this service) it answers 303 to that path. ' +
+          'A wrong password is 401 whatever the body type. A browser request from another origin is refused (403 `CSRF_REJECTED`).',
         consumes: ['application/json', FORM],
         body: LoginBody,
-        response: { 200: SessionResult, ...problems(400, 401, 403, 413, 415, 429) }
+        response: {
+          200: SessionResult,
+          303: { type: 'null', description: 'cookie mode with `redirect`: the cookies are set, `Location` is that path, and there is no body' },
+          ...problems(400, 401, 403, 413, 415, 429)
+        }
       }
     }, async (request, reply) => {
       options.originCheck(request, { requireOrigin: false })
@@ -51,9 +59,17 @@ export const authRoutes: FastifyPluginAsyncTypebox<AuthRoutesOptions> = async (a
         throw new BadRequest('Send exactly one of `username` and `identity`')
       }
       const mode = request.body.mode ?? (request.headers['content-type']?.toLowerCase().startsWith(FORM) === true ? 'cookie' : 'token')
+      const redirect = request.body.redirect
+      if (redirect !== undefined && mode !== 'cookie') throw new BadRequest('`redirect` goes with cookie mode: in token mode the tokens are in the answer\'s body')
       const account = await app.users.login(login, password, reply)
       const issued = await app.sessions.start(account)
-      return deliverSession(reply, app.sessionCookies, issued, mode, options.accessTokenTtl)
+      const session = deliverSession(reply, app.sessionCookies, issued, mode, options.accessTokenTtl)
+      if (redirect === undefined) return session
+      // 303: the browser follows with a GET, and the cookies set here go with it. The schema's
+      // pattern already keeps the path on this host; resolving it is a second lock on that door.
+      if (new URL(redirect, LOCAL).origin !== LOCAL) throw new BadRequest('`redirect` must be a path of this service')
+      // No body (not even `null`): the browser shows nothing of a 303 but follows it.
+      return await (reply.code(303).header('location', redirect) as FastifyReply).send()
     })
   })
 
