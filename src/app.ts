@@ -23,6 +23,7 @@ import { sessionCookieNames, sessionsRepository, sessionsService } from './modul
 import { accountLimiter, authBudget as createAuthBudget, userRoutes, usersRepository, usersService } from './modules/users/index.js'
 import authentication from './plugins/authentication.js'
 import contentCoding from './plugins/content-coding.js'
+import cors from './plugins/cors.js'
 import context from '@user-product-service/context'
 import draining from './plugins/draining.js'
 import errorHandler from './plugins/error-handler.js'
@@ -96,6 +97,10 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
   })
 
   await app.register(errorHandler)
+  // CORS before the hooks that can refuse a request (draining, content codings,
+  // authentication), so that a listed front-end can read their answers too; its preflights
+  // are answered here, before anything else looks at them.
+  await app.register(cors, { origins: config.auth.corsOrigins })
   await app.register(draining)
   await app.register(contentCoding)
   // Cookies of browser sessions (src/modules/sessions/cookies.ts); the context plugin, in the
@@ -122,7 +127,7 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
     version: '0.1.0',
     securitySchemes: {
       bearerAuth: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' },
-      cookieAuth: { type: 'apiKey', in: 'cookie', name: sessionCookieNames(config.auth.cookieSecure).access, description: 'Browsers: the access token in an HttpOnly cookie set by login in cookie mode. Changes (POST, PATCH, DELETE) must come from a trusted origin (`Origin` header): 403 `CSRF_REJECTED` otherwise.' },
+      cookieAuth: { type: 'apiKey', in: 'cookie', name: sessionCookieNames(config.auth.cookieSecure).access, description: 'Browsers: the access token in an HttpOnly cookie set by login in cookie mode. Changes (POST, PATCH, DELETE) must come from the service\'s own origin or one of `CORS_ORIGINS` (`Origin` header): 403 `CSRF_REJECTED` otherwise.' },
       adminApiKey: adminApiKeyScheme
     }
   })
@@ -138,7 +143,7 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
   await app.register(storage, config.storage)
   // Images before the services: deleting a product or a user deletes its image files too.
   await app.register(productImages, config.products)
-  const originCheck = createOriginCheck(config.auth)
+  const originCheck = createOriginCheck({ csrfTrustedOrigins: config.auth.corsOrigins })
   await app.register(authentication, {
     ...config.auth,
     findUser: app.usersRepository.findTokenUser,

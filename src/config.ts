@@ -130,10 +130,16 @@ const auth = Type.Object({
     description: 'live sessions (logins) per user; a login past it ends the user\'s least recently used session (nobody is locked out)'
   }),
   cookieSecure: Type.Boolean({ env: 'COOKIE_SECURE', default: true, description: 'browser session cookies are `Secure` and named `__Secure-*`; `false` only for plain-HTTP local development' }),
-  csrfTrustedOrigins: Type.String({
-    env: 'CSRF_TRUSTED_ORIGINS',
+  cookieSameSite: Type.Union([Type.Literal('strict'), Type.Literal('none')], {
+    env: 'COOKIE_SAMESITE',
+    default: 'strict',
+    description: '`SameSite` of the session cookies: `strict`, or `none` for a front-end on another site (`app.example.org` calling `api.example.com`) listed in `CORS_ORIGINS`; `none` needs `COOKIE_SECURE=true`, and browsers that block third-party cookies still withhold them: such a front-end is better served by token mode (docs/api.md, "Browser clients")'
+  }),
+  corsOrigins: Type.String({
+    env: 'CORS_ORIGINS',
+    aliases: ['CSRF_TRUSTED_ORIGINS'],
     default: '',
-    description: 'comma-separated origins (`https://app.example.com`: scheme, host, optional port) whose pages may send cookie-authenticated changes besides the service\'s own; others: 403 `CSRF_REJECTED`'
+    description: 'comma-separated origins (`https://app.example.com`: scheme, host, optional port; never `*`) of front-ends besides the service\'s own: their pages may read answers and send credentials (CORS), and send cookie-authenticated changes (others: 403 `CSRF_REJECTED`); `CSRF_TRUSTED_ORIGINS` is read as an alias when it is unset'
   }),
   bcryptCost: Type.Integer({ env: 'BCRYPT_COST', default: 10, minimum: 4, maximum: 15, description: 'bcrypt cost; each +1 doubles the hashing time' }),
   adminApiKeys: Type.String({
@@ -255,15 +261,15 @@ type Settings = Static<typeof EnvSchema>
 
 export type ServerSettings = Settings['server']
 export type DatabaseSettings = Settings['database']
-export interface AuthSettings extends Omit<Settings['auth'], 'secret' | 'csrfTrustedOrigins'> {
+export interface AuthSettings extends Omit<Settings['auth'], 'secret' | 'corsOrigins'> {
   /** The signing secret: configured, or (development, test) generated. */
   secret: string
   /** True when the secret was generated rather than configured. */
   secretGenerated: boolean
   /** REFRESH_TOKEN_TTL in milliseconds. */
   refreshTokenTtlMs: number
-  /** The parsed origins, e.g. `https://app.example.com` (no trailing slash). */
-  csrfTrustedOrigins: string[]
+  /** The parsed CORS_ORIGINS, e.g. `https://app.example.com` (no trailing slash). */
+  corsOrigins: string[]
 }
 export type LimitsSettings = Settings['limits']
 export type RedisSettings = Settings['redis']
@@ -458,7 +464,8 @@ export function loadConfig (data: Record<string, string | undefined> = process.e
   if (production && configuredDatabaseUrl(read.database) === undefined && read.database.embedded !== true) {
     throw new ConfigError('Invalid configuration: no database configured in production. Set DATABASE_URL (or DB_HOST and the other DB_* variables), or EMBEDDED_DB=true to run the embedded PostgreSQL on purpose')
   }
-  const session = sessionSettings(read.auth)
+  // A wrong origin list is named as it was set, under its alias too.
+  const session = sessionSettings(read.auth, merged.CSRF_TRUSTED_ORIGINS === undefined ? 'CORS_ORIGINS' : 'CSRF_TRUSTED_ORIGINS')
   let secret = read.auth.secret
   if (secret === undefined) {
     if (production) {
@@ -482,23 +489,35 @@ export function durationMs (value: string): number {
   return Number(amount) * UNIT_MS[unit ?? 'ms']!
 }
 
-/** Token lifetimes and the CSRF origins, checked together. */
-function sessionSettings (auth: Settings['auth']): Pick<AuthSettings, 'refreshTokenTtlMs' | 'csrfTrustedOrigins'> {
+/** Token lifetimes, the browser origins and the cookie attributes, checked together. */
+function sessionSettings (auth: Settings['auth'], originsVariable: string): Pick<AuthSettings, 'refreshTokenTtlMs' | 'corsOrigins'> {
   const accessMs = durationMs(auth.accessTokenTtl)
   if (accessMs < 1000) throw new ConfigError('Invalid configuration: ACCESS_TOKEN_TTL must be at least 1s')
   const refreshTokenTtlMs = durationMs(auth.refreshTokenTtl)
   if (refreshTokenTtlMs <= accessMs) {
     throw new ConfigError('Invalid configuration: REFRESH_TOKEN_TTL must be longer than ACCESS_TOKEN_TTL')
   }
-  const origins = auth.csrfTrustedOrigins.split(',').map((o) => o.trim()).filter((o) => o !== '')
+  const origins = auth.corsOrigins.split(',').map((o) => o.trim()).filter((o) => o !== '')
   for (const origin of origins) {
+    if (origin === '*' || origin === 'null') {
+      // CORS forbids `*` with credentials, and a listed origin is also trusted with cookie
+      // changes; `null` is what sandboxed frames and opaque redirects send, so anyone can.
+      throw new ConfigError(`Invalid configuration: ${originsVariable}: ${origin} is refused: each listed origin may send credentials and cookie-authenticated changes, so the list names origins one by one (https://app.example.com)`)
+    }
     let parsed: URL | undefined
     try { parsed = new URL(origin) } catch {}
     if (parsed === undefined || !/^https?:$/.test(parsed.protocol) || parsed.origin !== origin) {
-      throw new ConfigError(`Invalid configuration: CSRF_TRUSTED_ORIGINS: ${JSON.stringify(origin)} is not an origin like https://app.example.com (scheme, host, optional port; no path or trailing slash)`)
+      throw new ConfigError(`Invalid configuration: ${originsVariable}: ${JSON.stringify(origin)} is not an origin like https://app.example.com (scheme, host, optional port; no path or trailing slash)`)
     }
   }
-  return { refreshTokenTtlMs, csrfTrustedOrigins: origins }
+  if (auth.cookieSameSite === 'none') {
+    // Browsers drop a SameSite=None cookie that is not Secure (RFC 6265bis, "SameSite").
+    if (!auth.cookieSecure) throw new ConfigError('Invalid configuration: COOKIE_SAMESITE=none requires COOKIE_SECURE=true: browsers refuse SameSite=None cookies that are not Secure')
+    if (origins.length === 0) {
+      throw new ConfigError('Invalid configuration: COOKIE_SAMESITE=none serves a front-end on another site, which must be listed in CORS_ORIGINS; with none listed it would only send the cookies along with other sites\' requests. List the front-end\'s origin, or leave COOKIE_SAMESITE=strict')
+    }
+  }
+  return { refreshTokenTtlMs, corsOrigins: origins }
 }
 
 /** The database URL the configuration names, or undefined when the embedded database should run. */

@@ -9,7 +9,7 @@ t.test('defaults', async (t) => {
   const config = loadConfig({}, false)
   t.match(config, {
     server: { env: 'development', host: '127.0.0.1', port: 3000, bodyLimit: 1048576 },
-    auth: { accessTokenTtl: '15m', refreshTokenTtl: '30d', refreshTokenTtlMs: 30 * 86_400_000, cookieSecure: true, csrfTrustedOrigins: [], bcryptCost: 10 },
+    auth: { accessTokenTtl: '15m', refreshTokenTtl: '30d', refreshTokenTtlMs: 30 * 86_400_000, cookieSecure: true, cookieSameSite: 'strict', corsOrigins: [], bcryptCost: 10 },
     database: { port: 5432, migrateOnStart: true },
     retired: []
   })
@@ -23,7 +23,8 @@ t.test('a wrong value stops the service with a message naming the variable', asy
   const cases: Record<string, string>[] = [
     { PORT: 'abc' }, { PORT: '70000' }, { DB_PORT: '-1' }, { BCRYPT_COST: '3' }, { BCRYPT_COST: '20' },
     { JWT_EXPIRES_IN: 'forever' }, { ACCESS_TOKEN_TTL: '15 minutes' }, { REFRESH_TOKEN_TTL: '-1d' }, { COOKIE_SECURE: 'nah' },
-    { CSRF_TRUSTED_ORIGINS: 'app.example.com' }, { CSRF_TRUSTED_ORIGINS: 'https://app.example.com/' }, { CSRF_TRUSTED_ORIGINS: 'https://a.example,ftp://b.example' },
+    { CORS_ORIGINS: 'app.example.com' }, { CORS_ORIGINS: 'https://app.example.com/' }, { CORS_ORIGINS: 'https://a.example,ftp://b.example' },
+    { CSRF_TRUSTED_ORIGINS: 'https://app.example.com/' }, { COOKIE_SAMESITE: 'lax' },
     { ACCESS_TOKEN_TTL: '500ms' }, { REFRESH_TOKEN_TTL: '10m' }, { LOG_LEVEL: 'loud' }, { NODE_ENV: 'staging' }, { SECRET: 'too-short' },
     { DATABASE_URL: 'mysql://x' }, { DB_NAME: 'bad name;' }, { BODY_LIMIT: '10' }, { MIGRATE_ON_START: 'maybe' },
     { SHUTDOWN_GRACE_MS: '-5' }, { HTTPS_ONLY: 'sometimes' }, { EMBEDDED_DB: 'perhaps' },
@@ -41,11 +42,24 @@ t.test('a wrong value stops the service with a message naming the variable', asy
 })
 
 t.test('session settings', async (t) => {
-  t.match(loadConfig({ ACCESS_TOKEN_TTL: '5m', REFRESH_TOKEN_TTL: '7d', CSRF_TRUSTED_ORIGINS: ' https://app.example.com , http://localhost:5173 ' }, false).auth,
-    { accessTokenTtl: '5m', refreshTokenTtl: '7d', refreshTokenTtlMs: 7 * 86_400_000, csrfTrustedOrigins: ['https://app.example.com', 'http://localhost:5173'] })
+  t.match(loadConfig({ ACCESS_TOKEN_TTL: '5m', REFRESH_TOKEN_TTL: '7d', CORS_ORIGINS: ' https://app.example.com , http://localhost:5173 ' }, false).auth,
+    { accessTokenTtl: '5m', refreshTokenTtl: '7d', refreshTokenTtlMs: 7 * 86_400_000, corsOrigins: ['https://app.example.com', 'http://localhost:5173'] })
   t.equal(loadConfig({ JWT_EXPIRES_IN: '2h' }, false).auth.accessTokenTtl, '2h', 'JWT_EXPIRES_IN is read as an alias')
   t.throws(() => loadConfig({ JWT_EXPIRES_IN: '2h', ACCESS_TOKEN_TTL: '5m' }, false), { name: 'ConfigError', message: /ACCESS_TOKEN_TTL or JWT_EXPIRES_IN/ }, 'not both')
   t.throws(() => loadConfig({ ACCESS_TOKEN_TTL: '2h', REFRESH_TOKEN_TTL: '1h' }, false), { name: 'ConfigError', message: /REFRESH_TOKEN_TTL must be longer/ })
+})
+
+t.test('browser origins and cookies: impossible combinations stop the service', async (t) => {
+  t.same(loadConfig({ CSRF_TRUSTED_ORIGINS: 'https://app.example.com' }, false).auth.corsOrigins, ['https://app.example.com'], 'CSRF_TRUSTED_ORIGINS is read as an alias of CORS_ORIGINS')
+  t.throws(() => loadConfig({ CORS_ORIGINS: 'https://a.example', CSRF_TRUSTED_ORIGINS: 'https://b.example' }, false), { name: 'ConfigError', message: /CORS_ORIGINS or CSRF_TRUSTED_ORIGINS/ }, 'not both')
+  for (const value of ['*', 'https://app.example.com,*', 'null']) {
+    t.throws(() => loadConfig({ CORS_ORIGINS: value }, false), { name: 'ConfigError', message: /CORS_ORIGINS: (\*|null) is refused: each listed origin may send credentials/ }, `CORS_ORIGINS=${value}`)
+  }
+  t.throws(() => loadConfig({ CSRF_TRUSTED_ORIGINS: '*' }, false), { name: 'ConfigError', message: /CSRF_TRUSTED_ORIGINS: \* is refused/ }, 'through the alias too, named as set')
+  t.throws(() => loadConfig({ COOKIE_SAMESITE: 'none', COOKIE_SECURE: 'false', CORS_ORIGINS: 'https://app.example.org' }, false),
+    { name: 'ConfigError', message: /COOKIE_SAMESITE=none requires COOKIE_SECURE=true/ }, 'SameSite=None without Secure')
+  t.throws(() => loadConfig({ COOKIE_SAMESITE: 'none' }, false), { name: 'ConfigError', message: /COOKIE_SAMESITE=none serves a front-end on another site, which must be listed in CORS_ORIGINS/ }, 'SameSite=None with no origin listed')
+  t.match(loadConfig({ COOKIE_SAMESITE: 'none', CORS_ORIGINS: 'https://app.example.org' }, false).auth, { cookieSameSite: 'none', cookieSecure: true, corsOrigins: ['https://app.example.org'] })
 })
 
 t.test('production refuses to start without SECRET', async (t) => {

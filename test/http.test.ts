@@ -55,7 +55,9 @@ t.test('bad requests answer precise 4xx problem details', async (t) => {
 })
 
 t.test('a method a path does not route is a 405 with Allow, whoever asks; an unknown path a 404; HEAD answers as GET does, without a body', async (t) => {
-  // No route answers OPTIONS (no CORS preflight): on a known path it is a 405 like any other method it lacks.
+  // No route of the service answers OPTIONS: the CORS plugin's answers only a listed origin's
+  // preflight (test/cors.test.ts), so on a known path any other OPTIONS is a 405 like any
+  // other method it lacks, and Allow never lists it.
   const app = await build(t)
   const me = await registerAndLogin(app)
   const product = (await injectAs(app, me, { method: 'POST', url: '/api/product', payload: { title: 'p', amount: 1 } })).json().id as number

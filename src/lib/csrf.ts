@@ -5,10 +5,11 @@
  * Browsers send `Origin` on every request whose method is not GET or HEAD, and modern ones
  * `Sec-Fetch-Site` on every request; neither can be forged by a page. So a change that
  * authenticates by cookie is refused (403 CSRF_REJECTED) when
- * - `Sec-Fetch-Site: cross-site`, or
+ * - `Sec-Fetch-Site: cross-site` and `Origin` is not one of CORS_ORIGINS (a front-end on
+ *   another site, listed, may use cookies when they are SameSite=None: COOKIE_SAMESITE), or
  * - `Origin` is missing (with `requireOrigin`: cookie-authenticated changes), or
  * - `Origin` is neither the service's own origin (scheme and Host of the request, as
- *   Fastify sees them: behind a TLS proxy set TRUST_PROXY) nor one of CSRF_TRUSTED_ORIGINS.
+ *   Fastify sees them: behind a TLS proxy set TRUST_PROXY) nor one of CORS_ORIGINS.
  *
  * `Origin: null` passes only with `Sec-Fetch-Site: same-origin`. A browser sends `null` for
  * a same-origin form post when the page's referrer policy is `no-referrer` (the Fetch
@@ -30,7 +31,7 @@ import type { FastifyRequest } from 'fastify'
 export const CsrfRejected = createError('CSRF_REJECTED', '%s', 403)
 
 export interface OriginCheckOptions {
-  /** Origins besides the service's own, e.g. `https://app.example.com` (CSRF_TRUSTED_ORIGINS). */
+  /** Origins besides the service's own, e.g. `https://app.example.com` (CORS_ORIGINS). */
   csrfTrustedOrigins: readonly string[]
 }
 
@@ -39,8 +40,8 @@ export type OriginCheck = (request: FastifyRequest, options: { requireOrigin: bo
 export function originCheck (options: OriginCheckOptions): OriginCheck {
   const trusted = new Set(options.csrfTrustedOrigins)
   return (request, { requireOrigin }) => {
-    if (request.headers['sec-fetch-site'] === 'cross-site') {
-      throw new CsrfRejected('Refused: a cross-site request (Sec-Fetch-Site: cross-site) may not use the session cookies')
+    if (request.headers['sec-fetch-site'] === 'cross-site' && !trusted.has(request.headers.origin ?? '')) {
+      throw new CsrfRejected('Refused: a cross-site request (Sec-Fetch-Site: cross-site) from an origin not listed in CORS_ORIGINS may not use the session cookies')
     }
     const origin = request.headers.origin
     if (origin === undefined) {

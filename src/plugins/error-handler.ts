@@ -165,13 +165,14 @@ async function errorHandler (app: FastifyInstance): Promise<void> {
   // A path that exists for other methods is a 405 with `Allow` (RFC 9110 15.5.6), not a 404:
   // the router is asked, per method, whether the path matches a route (HEAD routes come with
   // GET ones). A path no method matches stays a 404, as does a request whose own method
-  // matched and whose handler passed it on. OPTIONS alone does not make a path exist (a CORS
-  // preflight route may match every path).
+  // matched and whose handler passed it on. OPTIONS is never asked: the CORS plugin's route
+  // matches every path but answers only a listed origin's preflight (src/plugins/cors.ts),
+  // so any other OPTIONS is answered as a method the path does not serve.
   app.setNotFoundHandler((request, reply) => {
     const path = request.url.split('?')[0] ?? request.url
-    const routed = (method: string) => app.findRoute({ method, url: path }) !== null
+    const routed = (method: string) => method !== 'OPTIONS' && app.findRoute({ method, url: path }) !== null
     const allowed = routed(request.method) ? [] : METHODS.filter(routed)
-    if (allowed.some((method) => method !== 'OPTIONS')) {
+    if (allowed.length > 0) {
       reply.header('allow', allowed.join(', '))
       return sendProblem(reply, problemBody(405, 'METHOD_NOT_ALLOWED', `${request.method} is not allowed on ${path}; allowed: ${allowed.join(', ')}`, path, request.id))
     }

@@ -33,7 +33,7 @@ async function securityHeaders (app: FastifyInstance, options: SecurityHeadersOp
     // `strict-origin-when-cross-origin` (browsers' own default) sends the origin with
     // every post, same-origin or to a trusted origin, and never a path across origins nor
     // anything from HTTPS to HTTP. `same-origin` would send `null` again from a page of one
-    // origin to an API of another listed in CSRF_TRUSTED_ORIGINS.
+    // origin to an API of another listed in CORS_ORIGINS.
     referrerPolicy: { policy: 'strict-origin-when-cross-origin' },
     // HSTS only where HTTPS is the only way in.
     strictTransportSecurity: options.httpsOnly ? { maxAge: 31_536_000, includeSubDomains: true } : false

@@ -7,10 +7,13 @@
  *   prefix, which browsers honour only for Secure cookies set over HTTPS. `__Host-` would be
  *   stronger (no Domain, so a sibling subdomain cannot plant one) but requires `Path=/`,
  *   and each cookie here is scoped to a narrower path on purpose.
- * - `SameSite=Strict`: the cookies serve the API called by the service's own pages, never
- *   a top-level navigation arriving from another site, so Lax's one allowance (cross-site
- *   top-level GETs) buys nothing. SameSite counts sibling subdomains as the same site, which
- *   is why unsafe methods are also checked by origin (csrf.ts).
+ * - `SameSite=Strict`: the cookies serve the API called by the service's own pages (or a
+ *   front-end of the same site, listed in CORS_ORIGINS), never a top-level navigation arriving
+ *   from another site, so Lax's one allowance (cross-site top-level GETs) buys nothing.
+ *   SameSite counts sibling subdomains as the same site, which is why unsafe methods are also
+ *   checked by origin (csrf.ts). `SameSite=None` (COOKIE_SAMESITE=none, always with Secure)
+ *   only for a front-end on another site: the origin check, which then lets a listed
+ *   cross-site origin through, is the one CSRF defence left.
  * - Paths: the access token goes to `/api` only (not to /docs or /health), the refresh token
  *   to `/api/auth/refresh-token` only, so no other route ever receives it.
  * - Every answer that sets or clears them is `Cache-Control: no-store`: a cache must not keep
@@ -47,9 +50,9 @@ export interface SessionCookies {
   refresh: (request: FastifyRequest) => string | undefined
 }
 
-export function sessionCookies (options: { secure: boolean }): SessionCookies {
+export function sessionCookies (options: { secure: boolean, sameSite: 'strict' | 'none' }): SessionCookies {
   const names = sessionCookieNames(options.secure)
-  const attributes = { httpOnly: true, secure: options.secure, sameSite: 'strict' as const }
+  const attributes = { httpOnly: true, secure: options.secure, sameSite: options.sameSite }
   const seconds = (until: Date) => Math.max(0, Math.floor((until.getTime() - Date.now()) / 1000))
   const read = (request: FastifyRequest, name: string) => {
     const value = request.cookies?.[name]

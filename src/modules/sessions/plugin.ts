@@ -20,11 +20,13 @@ export interface SessionsPluginOptions {
   refreshTokenTtlMs: number
   /** COOKIE_SECURE. */
   cookieSecure: boolean
+  /** COOKIE_SAMESITE. */
+  cookieSameSite: 'strict' | 'none'
 }
 
 async function sessions (app: FastifyInstance, options: SessionsPluginOptions): Promise<void> {
   app.decorate('sessions', sessionsService({ sessions: app.sessionsRepository, signToken: app.signToken, jwt: app.jwt, refreshTtlMs: options.refreshTokenTtlMs }))
-  app.decorate('sessionCookies', sessionCookies({ secure: options.cookieSecure }))
+  app.decorate('sessionCookies', sessionCookies({ secure: options.cookieSecure, sameSite: options.cookieSameSite }))
 }
 
 export default fp(sessions, { name: 'sessions-service', fastify: '5.x', dependencies: ['sessions-repository', 'authentication'] })
