@@ -58,7 +58,7 @@ t.test('listed origins get CORS headers with credentials and the expose list; ot
     t.equal(res.headers.get('access-control-allow-credentials'), 'true')
     const exposed = list(res.headers.get('access-control-expose-headers'))
     t.same(exposed, EXPOSED_HEADERS.map((name) => name.toLowerCase()), 'the documented list')
-    for (const name of ['location', 'link', 'retry-after', 'x-request-id', 'content-disposition', 'etag', 'content-range', 'www-authenticate']) {
+    for (const name of ['location', 'link', 'retry-after', 'x-request-id', 'content-disposition', 'etag', 'content-range', 'www-authenticate', 'allow']) {
       t.ok(exposed.includes(name), `${name} exposed`)
     }
     t.ok(list(res.headers.get('vary')).includes('origin'), 'Vary: Origin')
@@ -76,6 +76,10 @@ t.test('listed origins get CORS headers with credentials and the expose list; ot
     const unauthorized = await answer(await fetch(`${base}/api/user/1`, { headers: { origin: CROSS_SITE } }))
     assertProblem(t, unauthorized, 401, 'UNAUTHORIZED')
     t.equal(unauthorized.raw.headers.get('access-control-allow-origin'), CROSS_SITE)
+    const notAllowed = await answer(await fetch(`${base}/api/user/1`, { method: 'PUT', headers: { origin: CROSS_SITE } }))
+    assertProblem(t, notAllowed, 405, 'METHOD_NOT_ALLOWED')
+    t.equal(notAllowed.raw.headers.get('access-control-allow-origin'), CROSS_SITE)
+    t.ok(list(notAllowed.raw.headers.get('access-control-expose-headers')).includes('allow'), 'a page reads the Allow of a 405')
     const missing = await answer(await fetch(`${base}/api/nothing/here`, { headers: { origin: CROSS_SITE } }))
     assertProblem(t, missing, 404, 'NOT_FOUND')
     t.equal(missing.raw.headers.get('access-control-allow-origin'), CROSS_SITE)

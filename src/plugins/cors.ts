@@ -44,12 +44,12 @@ export const ALLOWED_HEADERS = [
  * Response headers a page may read beyond the CORS-safelisted ones (Cache-Control,
  * Content-Language, Content-Length, Content-Type, Expires, Last-Modified, Pragma): where a
  * created resource is, pagination links, when to retry (429, 503), the request id to quote
- * in a report, CSV and image file names, validators and ranges, and the authentication
- * challenge of a 401.
+ * in a report, CSV and image file names, validators and ranges, the authentication
+ * challenge of a 401, and the methods a 405 names.
  */
 export const EXPOSED_HEADERS = [
   'Location', 'Link', 'Retry-After', 'X-Request-Id', 'Content-Disposition', 'ETag',
-  'Content-Range', 'Accept-Ranges', 'WWW-Authenticate'
+  'Content-Range', 'Accept-Ranges', 'WWW-Authenticate', 'Allow'
 ]
 
 /**
