@@ -21,6 +21,8 @@ RUN npm ci --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
 COPY packages ./packages
 COPY src ./src
+# The web app (plain files, no build step) is served from /app/web, beside dist/.
+COPY web ./web
 # Then keep production dependencies only; --omit=optional drops the embedded PostgreSQL
 # (~100 MB of binaries): the container uses the `db` service.
 # Then trim what never runs here (221 -> 92 MB, docs/deployment.md): source maps, type
@@ -48,6 +50,7 @@ COPY --from=build /app/prisma ./prisma
 COPY --from=build /app/node_modules ./node_modules
 COPY --from=build /app/packages ./packages
 COPY --from=build /app/dist ./dist
+COPY --from=build /app/web ./web
 USER node
 EXPOSE 3000
 HEALTHCHECK --interval=5s --timeout=3s --start-period=60s --retries=3 \

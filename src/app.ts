@@ -36,6 +36,7 @@ import redis from './plugins/redis.js'
 import routing from '@user-product-service/routing'
 import securityHeaders from './plugins/security-headers.js'
 import storage from './plugins/storage.js'
+import webApp from './plugins/web-app.js'
 import { serverOptions } from './options.js'
 import type { Tracing } from './telemetry/index.js'
 
@@ -179,6 +180,7 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
   const keyFailures = { ...tuning.keyFailures, store: attemptStore('admin-keys') }
   await app.register(adminRoutes, { ...config.auth, prefix: '/api/admin', keyFailures })
   await app.register(metricsRoutes, { ...config.auth, keyFailures })
+  if (config.server.webApp) await app.register(webApp)
 
   return app
 }

@@ -41,6 +41,7 @@ const server = Type.Object({
     default: 'false',
     description: 'whose `X-Forwarded-*` and `X-Request-Id` to believe: `false` (nobody), `true` (every peer: only where nothing but the proxy can connect), or the proxy\'s addresses and CIDR ranges, comma-separated (`10.77.0.10`); behind a proxy the per-client limits see real clients only when it is trusted'
   }),
+  webApp: Type.Boolean({ env: 'WEB_APP', default: true, description: 'serve the web app (sign up, log in, profile, products) at `/`; `false` for an API-only deployment, where `/` is a 404' }),
   httpsOnly: Type.Boolean({ env: 'HTTPS_ONLY', default: false, description: 'reached over HTTPS only (a TLS proxy in front): HSTS, and the CSP asks browsers to upgrade requests; leave false for plain HTTP (the OpenAPI page would load blank)' }),
   bodyLimit: Type.Integer({ env: 'BODY_LIMIT', default: 1_048_576, minimum: 1024, description: 'largest request body, in bytes (413 past it)' }),
   shutdownGraceMs: Type.Integer({ env: 'SHUTDOWN_GRACE_MS', default: 10_000, minimum: 0, description: 'on SIGTERM, how long (ms) in-flight requests get before the process exits anyway (exit 1)' }),

@@ -63,9 +63,10 @@ t.test('a method a path does not route is a 405 with Allow, whoever asks; an unk
   const product = (await injectAs(app, me, { method: 'POST', url: '/api/product', payload: { title: 'p', amount: 1 } })).json().id as number
   const doc = (await app.inject('/docs/json')).json() as { paths: Record<string, Record<string, unknown>> }
   const routed = new Map(Object.entries(doc.paths).map(([path, operations]) => [path, Object.keys(operations).map((m) => m.toUpperCase())]))
-  for (const path of ['/health/live', '/health/ready', '/metrics', '/docs', '/docs/json']) routed.set(path, ['GET'])
+  // `/`: the web app (WEB_APP, on by default).
+  for (const path of ['/health/live', '/health/ready', '/metrics', '/docs', '/docs/json', '/']) routed.set(path, ['GET'])
   // Paths of no route at all: every method is a 404 there.
-  for (const path of ['/', '/api/nothing', '/api/user/{id}/extra']) routed.set(path, [])
+  for (const path of ['/nothing', '/api/nothing', '/api/user/{id}/extra']) routed.set(path, [])
   t.ok(routed.has('/api/product/{id}') && routed.has('/api/admin/users'), 'the document lists the routes')
   t.notOk(routed.get('/api/user')?.includes('GET'), 'no route lists the users')
   const idFor = (path: string) => path.startsWith('/api/product') || path.startsWith('/api/admin/products') ? product : me.id

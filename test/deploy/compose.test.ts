@@ -383,6 +383,13 @@ t.test('docker compose up --build serves the API from .env.example', { skip: wan
     }
   })
 
+  await t.test('the image serves the web app at / (web/ is copied into it)', async (t) => {
+    for (const file of ['/', '/app.js', '/api.js', '/app.css']) {
+      const res = await fetch(base + file)
+      t.equal(res.status, 200, `${file} loads`)
+    }
+  })
+
   await t.test(`rolling restart of the ${REPLICAS} replicas under load: 0 failed requests, 0 lost writes`, async (t) => {
     // The proxy's own view (its statistics page, in the compose network, not published).
     const states = async (): Promise<Map<string, string>> => {

@@ -1,0 +1,17 @@
+/**
+ * The web app (web/: plain HTML, CSS and JavaScript modules, no build step) at `/`, served by
+ * @fastify/static. One route per file, listed at start (`wildcard: false`), so any other path
+ * keeps the service's own 404. `web/` sits beside `src/` and `dist/`, so both resolve it.
+ */
+import { fileURLToPath } from 'node:url'
+import fastifyStatic from '@fastify/static'
+import type { FastifyInstance } from 'fastify'
+import fp from 'fastify-plugin'
+
+export const WEB_ROOT = fileURLToPath(new URL('../../web/', import.meta.url))
+
+async function webApp (app: FastifyInstance): Promise<void> {
+  await app.register(fastifyStatic, { root: WEB_ROOT, wildcard: false, index: 'index.html', cacheControl: true, maxAge: 0 })
+}
+
+export default fp(webApp, { name: 'web-app', fastify: '5.x' })

@@ -1,0 +1,51 @@
+// Calls the service's API with the session cookies (cookie mode) and turns every failure
+// into an Error whose message is the problem's `detail` (docs/api.md, "Errors").
+
+export class ApiError extends Error {
+  constructor (message, status, code) {
+    super(message)
+    this.status = status
+    this.code = code
+  }
+}
+
+export async function api (method, url, body) {
+  const init = { method, headers: { accept: 'application/json' }, credentials: 'same-origin' }
+  if (body instanceof FormData) init.body = body
+  else if (body !== undefined) {
+    init.headers['content-type'] = 'application/json'
+    init.body = JSON.stringify(body)
+  }
+  let res
+  try {
+    res = await fetch(url, init)
+  } catch (error) {
+    throw new ApiError(`The service cannot be reached (${error.message}). Check your connection and try again.`, 0)
+  }
+  if (res.status === 204) return null
+  const type = res.headers.get('content-type') ?? ''
+  const data = type.includes('json') ? await res.json().catch(() => null) : null
+  if (!res.ok) {
+    const detail = data?.detail ?? data?.title ?? `The service answered ${res.status} ${res.statusText}.`
+    throw new ApiError(detail, res.status, data?.code)
+  }
+  return data
+}
+
+/** Downloads `url` as `name`, asking for `type` (the catalogue's CSV is chosen by Accept). */
+export async function download (url, type, name) {
+  const res = await fetch(url, { headers: { accept: type } }).catch((error) => {
+    throw new ApiError(`The service cannot be reached (${error.message}).`, 0)
+  })
+  if (!res.ok) {
+    const data = await res.json().catch(() => null)
+    throw new ApiError(data?.detail ?? `The service answered ${res.status}.`, res.status, data?.code)
+  }
+  const link = document.createElement('a')
+  link.href = URL.createObjectURL(await res.blob())
+  link.download = name
+  document.body.append(link)
+  link.click()
+  link.remove()
+  setTimeout(() => URL.revokeObjectURL(link.href), 10_000)
+}

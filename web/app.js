@@ -1,0 +1,235 @@
+// The web app: one page whose sections are shown by state (logged in or not). Every form
+// reports its errors in its own role=alert paragraph; successes go to the status line.
+import { api, download } from './api.js'
+
+const $ = (selector) => document.querySelector(selector)
+const PAGE = 10
+let me = null
+let cursor = null
+
+const forms = {
+  login: $('#login'),
+  signup: $('#signup'),
+  details: $('#details'),
+  password: $('#password'),
+  deleteAccount: $('#delete-account'),
+  create: $('#create')
+}
+
+function say (message) { $('#status').textContent = message }
+
+/** Runs `action` for a form's submit: its button disabled meanwhile, its error shown in the form. */
+function handle (form, action) {
+  form.addEventListener('submit', async (event) => {
+    event.preventDefault()
+    const error = form.querySelector('.error')
+    const button = form.querySelector('button')
+    error.textContent = ''
+    button.disabled = true
+    try {
+      await action(new FormData(form))
+    } catch (failure) {
+      error.textContent = failure.message
+      if (failure.status === 401 && form !== forms.login) loggedOut()
+    } finally {
+      button.disabled = false
+    }
+  })
+}
+
+function show () {
+  const inside = me !== null
+  $('#auth').hidden = inside
+  forms.signup.hidden = inside
+  $('#profile').hidden = !inside
+  $('#nav').hidden = !inside
+  forms.create.hidden = !inside
+  $('#products').hidden = false
+  if (inside) {
+    forms.details.names.value = me.names ?? ''
+    forms.details.email.value = me.email
+    // Password managers match the password forms to the account by this (hidden) field.
+    for (const field of document.querySelectorAll('.account-name')) field.value = me.username
+  }
+}
+
+function loggedIn (user) {
+  me = user
+  localStorage.setItem('userId', String(user.id))
+  show()
+  reload()
+}
+
+function loggedOut (message) {
+  me = null
+  localStorage.removeItem('userId')
+  show()
+  reload()
+  if (message) say(message)
+  forms.login.username.focus()
+}
+
+async function logIn (username, password) {
+  const session = await api('POST', '/api/auth/login', { username, password, mode: 'cookie' })
+  loggedIn(await api('GET', `/api/user/${session.userId}`))
+}
+
+handle(forms.login, async (data) => {
+  await logIn(data.get('username'), data.get('password'))
+  forms.login.reset()
+  say(`Logged in as ${me.username}.`)
+})
+
+handle(forms.signup, async (data) => {
+  const body = { username: data.get('username'), email: data.get('email'), password: data.get('password') }
+  if (data.get('names') !== '') body.names = data.get('names')
+  await api('POST', '/api/user', body)
+  await logIn(body.username, body.password)
+  forms.signup.reset()
+  say(`Welcome, ${me.names ?? me.username}: your account is ready.`)
+})
+
+handle(forms.details, async (data) => {
+  const names = data.get('names').trim()
+  const { user } = await api('PATCH', `/api/user/${me.id}`, { names: names === '' ? null : names, email: data.get('email') })
+  me = user
+  show()
+  say('Profile saved.')
+})
+
+handle(forms.password, async (data) => {
+  await api('PATCH', `/api/user/${me.id}`, { currentPassword: data.get('currentPassword'), password: data.get('password') })
+  forms.password.reset()
+  say('Password changed. Your other sessions have ended.')
+})
+
+handle(forms.deleteAccount, async (data) => {
+  await api('DELETE', `/api/user/${me.id}`, { password: data.get('password') })
+  forms.deleteAccount.reset()
+  loggedOut('Your account has been deleted.')
+})
+
+$('#logout').addEventListener('click', async () => {
+  try {
+    await api('POST', '/api/auth/logout')
+    loggedOut('You are logged out.')
+  } catch (failure) {
+    if (failure.status === 401) loggedOut('You are logged out.')
+    else say(failure.message)
+  }
+})
+
+forms.create.image.addEventListener('change', () => {
+  const file = forms.create.image.files[0]
+  const preview = $('#preview')
+  preview.hidden = file === undefined
+  if (file === undefined) return
+  // A data: URL, which the Content-Security-Policy allows for images (blob: it does not).
+  const reader = new FileReader()
+  reader.addEventListener('load', () => { preview.src = reader.result })
+  reader.readAsDataURL(file)
+})
+
+handle(forms.create, async (data) => {
+  const product = await api('POST', '/api/product', { title: data.get('title'), description: data.get('description'), amount: Number(data.get('amount')) })
+  const file = forms.create.image.files[0]
+  if (file !== undefined) {
+    const upload = new FormData()
+    upload.append('image', file)
+    try {
+      await api('POST', `/api/product/${product.id}/image`, upload)
+    } catch (failure) {
+      reload()
+      throw new Error(`The product was created, but its image was refused: ${failure.message}`)
+    }
+  }
+  forms.create.reset()
+  $('#preview').hidden = true
+  say(`Product "${product.title}" created.`)
+  reload()
+})
+
+function item (product) {
+  const li = document.createElement('li')
+  if (product.imageUrl !== null) {
+    const img = document.createElement('img')
+    img.src = `${product.imageUrl}?v=${encodeURIComponent(product.updatedAt)}`
+    img.alt = ''
+    li.append(img)
+  }
+  const text = document.createElement('div')
+  const title = document.createElement('h3')
+  title.textContent = product.title
+  const amount = document.createElement('p')
+  amount.textContent = `Amount: ${product.amount}`
+  const description = document.createElement('p')
+  description.textContent = product.description
+  text.append(title, amount, description)
+  li.append(text)
+  if (me !== null && product.creatorId === me.id) {
+    const remove = document.createElement('button')
+    remove.type = 'button'
+    remove.textContent = `Delete ${product.title}`
+    remove.className = 'danger'
+    remove.addEventListener('click', async () => {
+      try {
+        await api('DELETE', `/api/product/${product.id}`)
+        li.remove()
+        say(`Product "${product.title}" deleted.`)
+        $('#products-title').focus()
+      } catch (failure) {
+        $('#list-error').textContent = failure.message
+      }
+    })
+    li.append(remove)
+  }
+  return li
+}
+
+async function more () {
+  $('#list-error').textContent = ''
+  try {
+    const query = new URLSearchParams({ limit: String(PAGE) })
+    if (cursor !== null) query.set('cursor', String(cursor))
+    const page = await api('GET', `/api/product?${query}`)
+    $('#list').append(...page.items.map(item))
+    cursor = page.nextCursor
+    $('#more').hidden = cursor === null
+  } catch (failure) {
+    $('#list-error').textContent = failure.message
+  }
+}
+
+function reload () {
+  cursor = null
+  $('#list').replaceChildren()
+  return more()
+}
+
+$('#more').addEventListener('click', more)
+$('#csv').addEventListener('click', async () => {
+  $('#list-error').textContent = ''
+  try {
+    await download('/api/product?limit=10000', 'text/csv', 'products.csv')
+    say('Catalogue downloaded.')
+  } catch (failure) {
+    $('#list-error').textContent = failure.message
+  }
+})
+
+async function start () {
+  const id = localStorage.getItem('userId')
+  if (id !== null) {
+    try {
+      me = await api('GET', `/api/user/${id}`)
+    } catch {
+      localStorage.removeItem('userId')
+    }
+  }
+  show()
+  await reload()
+}
+
+$('#products-title').tabIndex = -1
+$('#no-script').hidden = true
+start()
