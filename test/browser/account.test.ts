@@ -1,0 +1,117 @@
+/**
+ * The web app in Chromium: sign up, the profile, a password change, log out, log in with
+ * the form (with and without JavaScript), an error shown as the problem's detail, and the
+ * account's deletion. The session cookies stay out of page scripts' reach (HttpOnly).
+ */
+import t from 'tap'
+import { chromiumAvailable, flow, site } from '../helpers/chromium.js'
+import { newUser } from '../helpers/build.js'
+
+if (chromiumAvailable(t)) {
+  t.test('the account in the web app', async (t) => {
+    const { base, context } = await site(t)
+    const user = { ...newUser(), names: 'Ada Lovelace' }
+    const browser = await context()
+    const newPassword = 'a brand new passphrase'
+    let userId = ''
+
+    await flow(t, browser, 'sign up, then the profile shows the account', async (t, page, console) => {
+      await page.goto('/')
+      await page.getByRole('heading', { name: 'Sign up' }).waitFor()
+      const form = page.locator('#signup')
+      await form.getByLabel('Username').fill(user.username)
+      await form.getByLabel('E-mail').fill(user.email)
+      await form.getByLabel('Name (optional)').fill(user.names)
+      await form.getByLabel('Password').fill(user.password)
+      await form.getByRole('button', { name: 'Sign up' }).click()
+      await t.resolves(page.getByRole('status').filter({ hasText: `Welcome, ${user.names}` }).waitFor())
+      t.equal(await page.getByLabel('Name', { exact: true }).inputValue(), user.names)
+      t.equal(await page.locator('#details-email').inputValue(), user.email)
+      t.equal(await page.evaluate('document.cookie'), '', 'document.cookie cannot read the session cookies')
+      userId = await page.evaluate('localStorage.getItem("userId")') as string
+      const cookies = await browser.cookies(base + '/api')
+      t.same(cookies.map((c) => [c.name, c.httpOnly, c.secure, c.sameSite]), [['__Secure-access_token', true, true, 'Strict']], 'the access cookie: HttpOnly, Secure, SameSite=Strict')
+      t.same(console.filter((line) => /^(error|warning|pageerror):/.test(line)), [], 'no errors or warnings in the console (CSP violations would show here)')
+      t.same(console, [], 'no advice either (Chromium\'s form checks)')
+    })
+
+    await flow(t, browser, 'profile change', async (t, page) => {
+      await page.goto('/')
+      const email = `changed.${user.email}`
+      await page.getByLabel('Name', { exact: true }).fill('Augusta Ada King')
+      await page.locator('#details-email').fill(email)
+      await page.getByRole('button', { name: 'Save' }).click()
+      await t.resolves(page.getByRole('status').filter({ hasText: 'Profile saved.' }).waitFor())
+      await page.reload()
+      t.equal(await page.getByLabel('Name', { exact: true }).inputValue(), 'Augusta Ada King', 'kept after a reload')
+      t.equal(await page.locator('#details-email').inputValue(), email)
+      user.email = email
+    })
+
+    await flow(t, browser, 'password change: a wrong current password is shown as the detail, the right one changes it', async (t, page) => {
+      await page.goto('/')
+      const form = page.locator('#password')
+      await form.getByLabel('Current password').fill('not my password')
+      await form.getByLabel('New password').fill(newPassword)
+      await form.getByRole('button', { name: 'Change password' }).click()
+      await t.resolves(form.getByRole('alert').filter({ hasText: /password/i }).waitFor())
+      t.match(await form.getByRole('alert').textContent(), /current password/i, 'the problem detail')
+      await form.getByLabel('Current password').fill(user.password)
+      await form.getByRole('button', { name: 'Change password' }).click()
+      await t.resolves(page.getByRole('status').filter({ hasText: 'Password changed.' }).waitFor())
+      await page.reload()
+      await t.resolves(page.getByRole('heading', { name: 'Profile' }).waitFor(), 'still logged in: the change set new cookies')
+    })
+
+    await flow(t, browser, 'log out, then a wrong password and the right one in the login form', async (t, page) => {
+      await page.goto('/')
+      await page.getByRole('button', { name: 'Log out' }).click()
+      await t.resolves(page.getByRole('status').filter({ hasText: 'You are logged out.' }).waitFor())
+      t.same(await browser.cookies(base + '/api'), [], 'the cookies are cleared')
+      t.ok(await page.getByLabel('Username or e-mail').evaluate((input) => input === (globalThis as any).document.activeElement), 'focus moves to the login form')
+      const form = page.locator('#login')
+      await form.getByLabel('Username or e-mail').fill(user.username)
+      await form.getByLabel('Password').fill(user.password)
+      await form.getByRole('button', { name: 'Log in' }).click()
+      const alert = form.getByRole('alert')
+      await t.resolves(alert.filter({ hasText: /\w/ }).waitFor())
+      t.match(await alert.textContent(), /username|password/i, 'the old password is refused, with the problem detail')
+      await form.getByLabel('Password').fill(newPassword)
+      await form.getByRole('button', { name: 'Log in' }).click()
+      await t.resolves(page.getByRole('status').filter({ hasText: `Logged in as ${user.username}` }).waitFor())
+      t.equal(await page.locator('#details-email').inputValue(), user.email)
+    })
+
+    await flow(t, await context({ javaScriptEnabled: false }), 'log in with JavaScript off: the form posts, the cookies are set, the browser lands on the app', async (t, page) => {
+      const noScript = page.context()
+      await page.goto('/')
+      t.ok(await page.getByText('logging in works without it').isVisible(), 'the note for browsers without JavaScript')
+      t.notOk(await page.locator('#signup').isVisible(), 'sign-up needs JavaScript, so it is not offered')
+      const form = page.locator('#login')
+      await form.getByLabel('Username or e-mail').fill(user.email)
+      await form.getByLabel('Password').fill(newPassword)
+      const [answer] = await Promise.all([
+        page.waitForResponse((r) => r.url().endsWith('/api/auth/login')),
+        form.getByRole('button', { name: 'Log in' }).click()
+      ])
+      t.equal(answer.status(), 303, 'See Other')
+      await page.waitForURL(base + '/')
+      t.equal(await page.title(), 'Products', 'the app, not a JSON body')
+      const cookies = await noScript.cookies(base + '/api')
+      t.same(cookies.map((c) => [c.name, c.httpOnly]), [['__Secure-access_token', true]], 'the access cookie is set, HttpOnly')
+      const me = await page.goto(`${base}/api/user/${userId}`)
+      t.match(await me?.json(), { username: user.username }, 'the cookie authenticates the session')
+    })
+
+    await flow(t, browser, 'delete the account', async (t, page) => {
+      await page.goto('/')
+      const form = page.locator('#delete-account')
+      await form.getByLabel('Password').fill(newPassword)
+      await form.getByRole('button', { name: 'Delete my account' }).click()
+      await t.resolves(page.getByRole('status').filter({ hasText: 'Your account has been deleted.' }).waitFor())
+      t.same(await browser.cookies(base + '/api'), [], 'the cookies are cleared')
+      const login = await page.request.post('/api/auth/login', { data: { username: user.username, password: newPassword } })
+      t.equal(login.status(), 401, 'the account is gone')
+    })
+  })
+}

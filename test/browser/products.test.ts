@@ -1,0 +1,106 @@
+/**
+ * The web app's products in Chromium, on a phone-width screen: the paginated list, creating
+ * a product with an image (previewed before the upload), a refused image shown as the
+ * problem's detail, deleting one's own product, and the catalogue's CSV download.
+ */
+import { readFile } from 'node:fs/promises'
+import t from 'tap'
+import { chromiumAvailable, flow, site } from '../helpers/chromium.js'
+import { registerAndLogin } from '../helpers/build.js'
+
+/** A 1x1 PNG. */
+const PNG = Buffer.from('iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==', 'base64')
+
+if (chromiumAvailable(t)) {
+  t.test('products in the web app', async (t) => {
+    const { app, context } = await site(t)
+    // Twelve products of someone else: more than the app's page of ten.
+    const other = await registerAndLogin(app)
+    for (let i = 1; i <= 12; i++) {
+      await app.inject({ method: 'POST', url: '/api/product', headers: other.auth, payload: { title: `Seeded ${i}`, amount: i } })
+    }
+    const me = await registerAndLogin(app)
+    const phone = await context({ viewport: { width: 375, height: 740 }, isMobile: true, hasTouch: true })
+
+    await flow(t, phone, 'a visitor sees the first page, then the next, and no create form', async (t, page) => {
+      await page.goto('/')
+      const items = page.locator('#list > li')
+      await t.resolves(items.nth(9).waitFor())
+      t.equal(await items.count(), 10, 'a page of ten')
+      t.notOk(await page.locator('#create').isVisible(), 'creating needs a login')
+      t.equal(await page.getByRole('button', { name: /^Delete/ }).count(), 0, 'nothing to delete')
+      await page.getByRole('button', { name: 'More products' }).click()
+      await t.resolves(items.nth(11).waitFor())
+      t.equal(await items.count(), 12)
+      t.notOk(await page.getByRole('button', { name: 'More products' }).isVisible(), 'no further page')
+      t.ok(await page.evaluate('document.documentElement.scrollWidth <= innerWidth'), 'no sideways scrolling at 375 px')
+    })
+
+    await flow(t, phone, 'log in, create a product with an image: previewed, uploaded, listed', async (t, page, console) => {
+      await page.goto('/')
+      const login = page.locator('#login')
+      await login.getByLabel('Username or e-mail').fill(me.username)
+      await login.getByLabel('Password').fill(me.password)
+      await login.getByRole('button', { name: 'Log in' }).click()
+      const form = page.locator('#create')
+      await form.waitFor()
+      await form.getByLabel('Title').fill('Brass lamp')
+      await form.getByLabel('Description').fill('A lamp, =1+1 in a spreadsheet')
+      await form.getByLabel('Amount').fill('4200')
+      await form.getByLabel('Image').setInputFiles({ name: 'lamp.png', mimeType: 'image/png', buffer: PNG })
+      const preview = page.getByRole('img', { name: 'Preview of the chosen image' })
+      await t.resolves(preview.waitFor(), 'the preview is shown')
+      t.equal(await preview.getAttribute('src'), `data:image/png;base64,${PNG.toString('base64')}`, 'of the chosen file')
+      await form.getByRole('button', { name: 'Create' }).click()
+      await t.resolves(page.getByRole('status').filter({ hasText: 'Product "Brass lamp" created.' }).waitFor())
+      t.notOk(await preview.isVisible(), 'the preview is cleared with the form')
+      await page.getByRole('button', { name: 'More products' }).click()
+      const item = page.locator('#list > li').filter({ hasText: 'Brass lamp' })
+      await t.resolves(item.waitFor())
+      t.ok(await item.locator('img').evaluate(async (img: any) => { await img.decode(); return img.naturalWidth === 1 }), 'the uploaded image loads from the service')
+      t.match(await item.textContent(), /Amount: 4200/)
+      t.ok(await item.getByRole('button', { name: 'Delete Brass lamp' }).isVisible(), 'one\'s own product can be deleted')
+      t.same(console.filter((line) => /^(error|warning|pageerror):/.test(line)), [], 'no errors in the console (CSP violations would show here)')
+    })
+
+    await flow(t, phone, 'a file that is no image: the product is kept and the refusal\'s detail is shown', async (t, page) => {
+      await page.goto('/')
+      const form = page.locator('#create')
+      await form.getByLabel('Title').fill('Not a picture')
+      await form.getByLabel('Amount').fill('1')
+      await form.getByLabel('Image').setInputFiles({ name: 'notes.png', mimeType: 'image/png', buffer: Buffer.from('just some text, not an image') })
+      await form.getByRole('button', { name: 'Create' }).click()
+      const alert = form.getByRole('alert')
+      await t.resolves(alert.filter({ hasText: /refused/ }).waitFor())
+      t.match(await alert.textContent(), /^The product was created, but its image was refused: .*(PNG|JPEG|WebP)/, 'the problem detail of the 415')
+    })
+
+    await flow(t, phone, 'delete one\'s own product', async (t, page) => {
+      await page.goto('/')
+      await page.getByRole('button', { name: 'More products' }).click()
+      const item = page.locator('#list > li').filter({ hasText: 'Brass lamp' })
+      await item.waitFor()
+      await item.getByRole('button', { name: 'Delete Brass lamp' }).click()
+      await t.resolves(page.getByRole('status').filter({ hasText: 'Product "Brass lamp" deleted.' }).waitFor())
+      t.equal(await item.count(), 0, 'gone from the list')
+      const list = (await app.inject({ method: 'GET', url: '/api/product?limit=100' })).json() as { items: Array<{ title: string }> }
+      t.notOk(list.items.some((p) => p.title === 'Brass lamp'), 'gone from the service')
+    })
+
+    await flow(t, phone, 'download the catalogue as CSV', async (t, page) => {
+      await page.goto('/')
+      const [download] = await Promise.all([
+        page.waitForEvent('download'),
+        page.getByRole('button', { name: 'Download the catalogue (CSV)' }).click()
+      ])
+      t.equal(download.suggestedFilename(), 'products.csv')
+      const csv = await readFile(await download.path(), 'utf8')
+      const lines = csv.trimEnd().split('\r\n')
+      t.match(lines[0], /^"?id"?,/, 'a header row')
+      t.equal(lines.length, 1 + 13, 'the twelve seeded products and the refused image\'s product')
+      t.match(csv, /"Seeded 12"/)
+      t.match(csv, /"Not a picture"/)
+      await t.resolves(page.getByRole('status').filter({ hasText: 'Catalogue downloaded.' }).waitFor())
+    })
+  })
+}

@@ -1,0 +1,91 @@
+/**
+ * A real browser for the web app's tests: Debian's Chromium driven by playwright-core (the
+ * `playwright` package's browser download cannot work offline). One browser per test file,
+ * the service listening on 127.0.0.1 (a secure context to Chromium, so the Secure session
+ * cookies are kept over plain HTTP). A flow that fails saves a screenshot and the page's
+ * console under the OS temp dir and prints where.
+ */
+import { existsSync } from 'node:fs'
+import { mkdir, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import path from 'node:path'
+import { chromium, type Browser, type BrowserContext, type BrowserContextOptions, type Page } from 'playwright-core'
+import { build, type BuildOptions, type TestApp } from './build.js'
+
+export const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium'
+export const NO_CHROMIUM_MESSAGE = `no Chromium at ${CHROMIUM}: install it with \`apt-get install -y --no-install-recommends chromium\` (or set CHROMIUM_PATH)`
+const ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync']
+
+interface Tap {
+  teardown: (fn: () => unknown) => void
+  plan: (n: number, reason?: string) => void
+  comment: (...message: unknown[]) => void
+  passing: () => boolean
+  test: (name: string, fn: (t: Tap & Record<string, any>) => Promise<void>) => Promise<unknown>
+}
+
+/** False (and the file skipped) without a browser; in CI that is a failure instead. */
+export function chromiumAvailable (t: Tap): boolean {
+  if (existsSync(CHROMIUM)) return true
+  if (process.env.CI) throw new Error(`CI needs a browser: ${NO_CHROMIUM_MESSAGE}`)
+  t.plan(0, `skipped: ${NO_CHROMIUM_MESSAGE}`)
+  return false
+}
+
+export interface Site {
+  app: TestApp
+  /** http://127.0.0.1:<port> */
+  base: string
+  browser: Browser
+  /** A fresh context (its own cookies and storage), closed at the end of the file. */
+  context: (options?: BrowserContextOptions) => Promise<BrowserContext>
+}
+
+/** The service on a free loopback port and one Chromium, both closed at teardown. */
+export async function site (t: Tap, options: BuildOptions = {}): Promise<Site> {
+  const app = await build(t, options)
+  await app.listen({ port: 0, host: '127.0.0.1' })
+  const { port } = app.server.address() as { port: number }
+  const browser = await chromium.launch({ executablePath: CHROMIUM, args: ARGS, headless: true })
+  t.teardown(async () => { await browser.close() })
+  const base = `http://127.0.0.1:${port}`
+  const context = async (options: BrowserContextOptions = {}): Promise<BrowserContext> => {
+    const created = await browser.newContext({ baseURL: base, acceptDownloads: true, ...options })
+    // Each step of a flow is quick here: fail in seconds rather than after Playwright's 30.
+    created.setDefaultTimeout(5000)
+    return created
+  }
+  return { app, base, browser, context }
+}
+
+const artifacts = path.join(tmpdir(), `browser-tests-${process.pid}`)
+
+/**
+ * Runs `fn` on a new page of `context` as a subtest. The page's console (CSP violations
+ * show there as errors) is kept; on a failure the screenshot and the console go to a folder
+ * under the OS temp dir, named in the failure.
+ */
+export async function flow (t: Tap, context: BrowserContext, name: string, fn: (t: any, page: Page, console: string[]) => Promise<void>): Promise<void> {
+  await t.test(name, async (t) => {
+    const page = await context.newPage()
+    const log: string[] = []
+    page.on('console', (message) => log.push(`${message.type()}: ${message.text()}`))
+    page.on('pageerror', (error) => log.push(`pageerror: ${error.message}`))
+    let thrown: unknown
+    try {
+      await fn(t, page, log)
+    } catch (error) {
+      thrown = error
+    }
+    if (thrown !== undefined || !t.passing()) {
+      await mkdir(artifacts, { recursive: true })
+      const file = path.join(artifacts, name.replace(/[^A-Za-z0-9]+/g, '-'))
+      await page.screenshot({ path: `${file}.png`, fullPage: true }).catch(() => {})
+      await writeFile(`${file}.console.txt`, `${page.url()}\n${log.join('\n')}\n`)
+      const where = `screenshot and console log: ${file}.png, ${file}.console.txt`
+      if (thrown !== undefined) throw new Error(`${(thrown as Error).message ?? String(thrown)}\n${where}`)
+      t.comment(where)
+    }
+    await page.close()
+  })
+}
