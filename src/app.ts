@@ -128,7 +128,7 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
     version: '0.1.0',
     securitySchemes: {
       bearerAuth: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' },
-      cookieAuth: { type: 'apiKey', in: 'cookie', name: sessionCookieNames(config.auth.cookieSecure).access, description: 'Browsers: the access token in an HttpOnly cookie set by login in cookie mode. Changes (POST, PATCH, DELETE) must come from the service\'s own origin or one of `CORS_ORIGINS` (`Origin` header): 403 `CSRF_REJECTED` otherwise.' },
+      cookieAuth: { type: 'apiKey', in: 'cookie', name: sessionCookieNames(config.auth.cookieSecure).access, description: 'Browsers only: the HttpOnly access-token cookie that login in cookie mode sets; the browser sends it by itself. This page cannot: a page\'s script may not set a Cookie header, so try the routes here with bearerAuth. Changes by cookie (POST, PATCH, DELETE) must come from the service\'s own origin or one of `CORS_ORIGINS` (the `Origin` header browsers send): 403 `CSRF_REJECTED` otherwise.' },
       adminApiKey: adminApiKeyScheme
     }
   })

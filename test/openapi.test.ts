@@ -11,11 +11,14 @@ import { Validator } from '@seriousme/openapi-schema-validator'
 import type { LightMyRequestResponse } from 'fastify'
 import t from 'tap'
 import { Value } from 'typebox/value'
+import { readFileSync } from 'node:fs'
 import { Problem } from '../src/lib/problem.js'
+import { PROBLEM_CODES } from '../src/lib/responses.js'
 import { build, newUser, registerAndLogin, TEST_ENV, type Session } from './helpers/build.js'
 
-type Operation = { responses: Record<string, { content?: Record<string, { schema?: { $ref?: string }, example?: unknown, examples?: unknown }> }>, requestBody?: { content: Record<string, { example?: unknown, examples?: unknown }> }, parameters?: { name: string, required?: boolean, schema: { default?: unknown } }[] }
-type Document = { openapi: string, paths: Record<string, Record<string, Operation>>, components: { schemas: Record<string, unknown> } }
+type Media = { schema?: { $ref?: string, type?: string, anyOf?: Array<{ required?: string[], properties?: Record<string, { enum?: string[], format?: string }> }>, properties?: Record<string, { type?: string, format?: string }> }, example?: unknown, examples?: Record<string, { value: { status?: number, code?: string } }> }
+type Operation = { operationId?: string, security?: Array<Record<string, string[]>>, responses: Record<string, { headers?: Record<string, unknown>, content?: Record<string, Media> }>, requestBody?: { required?: boolean, content: Record<string, Media> }, parameters?: { name: string, required?: boolean, schema: { default?: unknown } }[] }
+type Document = { openapi: string, paths: Record<string, Record<string, Operation>>, components: { schemas: Record<string, unknown>, securitySchemes: Record<string, { description?: string }> } }
 
 const ADMIN = { authorization: `Bearer ${TEST_ENV.ADMIN_API_KEYS!.split(',')[0]}` }
 const PNG = Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), Buffer.alloc(100, 1)])
@@ -56,6 +59,100 @@ t.test('errors are application/problem+json from the one Problem component; exam
     }
   }
   t.notMatch(JSON.stringify(doc), /"required":\["title","description"/, 'a product description (default "") is not required')
+})
+
+t.test('every operation has a stable, unique camelCase operationId', async (t) => {
+  const ids = Object.fromEntries(Object.entries(doc.paths).flatMap(([path, operations]) =>
+    Object.entries(operations).map(([method, operation]) => [`${method.toUpperCase()} ${path}`, operation.operationId])))
+  // Pinned: a generated client's method names; renaming one breaks its users.
+  t.same(ids, {
+    'GET /health/live': 'healthLive',
+    'GET /health/ready': 'healthReady',
+    'POST /api/auth/register': 'register',
+    'POST /api/auth/login': 'login',
+    'POST /api/auth/refresh-token': 'refreshSession',
+    'POST /api/auth/logout': 'logout',
+    'POST /api/user': 'createUser',
+    'GET /api/user/{id}': 'getUser',
+    'PATCH /api/user/{id}': 'updateUser',
+    'DELETE /api/user/{id}': 'deleteUser',
+    'GET /api/product': 'listProducts',
+    'POST /api/product': 'createProduct',
+    'GET /api/product/{id}': 'getProduct',
+    'DELETE /api/product/{id}': 'deleteProduct',
+    'POST /api/product/{id}/image': 'uploadProductImage',
+    'GET /api/product/{id}/image': 'getProductImage',
+    'DELETE /api/product/{id}/image': 'deleteProductImage',
+    'GET /api/admin/users': 'adminListUsers',
+    'DELETE /api/admin/users/{id}': 'adminDeleteUser',
+    'DELETE /api/admin/products/{id}': 'adminDeleteProduct'
+  })
+  const values = Object.values(ids)
+  for (const id of values) t.match(id, /^[a-z][a-zA-Z0-9]*$/, `${id} is camelCase`)
+  t.equal(new Set(values).size, values.length, 'unique')
+})
+
+t.test('each error status shows an example per code it stands for, each in the errors table of docs/api.md', async (t) => {
+  const table = readFileSync(new URL('../docs/api.md', import.meta.url), 'utf8')
+  const rows = new Set([...table.matchAll(/^\| (\d{3}) \| `([A-Z_]+)` \|/gm)].map((m) => `${m[1]} ${m[2]}`))
+  for (const [status, codes] of Object.entries(PROBLEM_CODES)) {
+    for (const code of codes) t.ok(rows.has(`${status} ${code}`), `docs/api.md lists ${status} ${code}`)
+  }
+  for (const row of ['405 METHOD_NOT_ALLOWED', '406 NOT_ACCEPTABLE', '416 RANGE_NOT_SATISFIABLE', '415 UNSUPPORTED_IMAGE_TYPE', '400 TOO_MANY_FILES', '400 IMAGE_MISSING', '403 CSRF_REJECTED']) t.ok(rows.has(row), `docs/api.md lists ${row}`)
+  for (const [path, operations] of Object.entries(doc.paths)) {
+    for (const [method, operation] of Object.entries(operations)) {
+      for (const [status, response] of Object.entries(operation.responses)) {
+        if (Number(status) < 400) continue
+        const examples = Object.values(response.content?.['application/problem+json']?.examples ?? {}).map((e) => e.value)
+        t.same(examples.map((e) => e.code), PROBLEM_CODES[Number(status)], `${method.toUpperCase()} ${path} ${status}: an example per code`)
+        for (const example of examples) {
+          t.equal(example.status, Number(status), `${method.toUpperCase()} ${path} ${status}: ${example.code}'s example has its status`)
+          t.ok(Value.Check(Problem, example), `${example.code}: the Problem shape`)
+        }
+      }
+    }
+  }
+})
+
+t.test('request bodies, answers per mode, security and response headers', async (t) => {
+  const op = (path: string, method: string) => doc.paths[path]![method]!
+  t.same(Object.keys(op('/api/auth/login', 'post').requestBody!.content).sort(), ['application/json', 'application/x-www-form-urlencoded'], 'login reads JSON and forms')
+  t.equal(op('/api/auth/refresh-token', 'post').requestBody!.required, false, 'refresh takes no body at all too')
+  t.equal(op('/api/user/{id}', 'patch').requestBody!.required, true, 'other bodies are required')
+  const upload = op('/api/product/{id}/image', 'post').requestBody!.content['multipart/form-data']!.schema!
+  t.equal(upload.type, 'object', 'the upload is an object of parts')
+  t.equal(upload.properties?.image?.format, 'binary', 'whose file is binary: a file picker on the page')
+
+  for (const [path, method] of [['/api/auth/login', 'post'], ['/api/auth/refresh-token', 'post']] as const) {
+    const variants = op(path, method).responses['200']!.content!['application/json']!.schema!.anyOf!
+    const token = variants.find((v) => v.properties?.mode?.enum?.[0] === 'token')
+    const cookie = variants.find((v) => v.properties?.mode?.enum?.[0] === 'cookie')
+    t.ok(token?.required?.includes('token') && token.required.includes('refreshToken'), `${path}: a token-mode session has its tokens`)
+    t.notOk(cookie?.properties?.token ?? cookie?.properties?.refreshToken, `${path}: a cookie-mode session has none`)
+  }
+  const list = op('/api/product', 'get').responses['200']!.content!
+  t.same(Object.keys(list), ['application/json', 'text/csv'], 'the page as JSON or CSV, each its own media type')
+
+  for (const [path, method] of [['/api/product/{id}/image', 'post'], ['/api/product/{id}/image', 'delete'], ['/api/product', 'post'], ['/api/user/{id}', 'patch']] as const) {
+    t.same(op(path, method).security, [{ bearerAuth: [] }, { cookieAuth: [] }], `${method.toUpperCase()} ${path}: a JWT or the session cookie`)
+  }
+  t.match(doc.components.securitySchemes.cookieAuth?.description, /cannot/, 'the cookie scheme says this page cannot send it')
+
+  const headers = (path: string, method: string, status: string) => Object.keys(op(path, method).responses[status]?.headers ?? {})
+  for (const [path, operations] of Object.entries(doc.paths)) {
+    for (const [method, operation] of Object.entries(operations)) {
+      for (const status of Object.keys(operation.responses)) t.ok(headers(path, method, status).includes('X-Request-Id'), `${method.toUpperCase()} ${path} ${status}: X-Request-Id`)
+      if (operation.responses['401'] !== undefined) t.ok(headers(path, method, '401').includes('WWW-Authenticate'), `${method.toUpperCase()} ${path} 401: WWW-Authenticate`)
+      for (const status of ['429', '503']) if (operation.responses[status] !== undefined) t.ok(headers(path, method, status).includes('Retry-After'), `${method.toUpperCase()} ${path} ${status}: Retry-After`)
+    }
+  }
+  t.ok(headers('/api/auth/login', 'post', '200').includes('Set-Cookie'))
+  t.ok(headers('/api/auth/logout', 'post', '204').includes('Set-Cookie'))
+  t.ok(headers('/api/product/{id}/image', 'post', '201').includes('Location'))
+  t.ok(headers('/api/product/{id}/image', 'get', '200').includes('ETag'))
+  t.ok(headers('/api/product/{id}/image', 'get', '206').includes('Content-Range'))
+  t.ok(headers('/api/product/{id}/image', 'get', '416').includes('Content-Range'))
+  t.ok(headers('/api/product', 'get', '200').includes('Link') && headers('/api/product', 'get', '200').includes('Content-Disposition'))
 })
 
 t.test('each route answers every status it documents, and documents every status it answers', async (t) => {
@@ -217,6 +314,7 @@ t.test('each route answers every status it documents, and documents every status
       201: () => app.inject({ method: 'POST', url: '/api/product', headers: me.auth, payload: { title: 'lamp', amount: 5 } }),
       400: () => app.inject({ method: 'POST', url: '/api/product', headers: me.auth, payload: { title: 'lamp' } }),
       401: () => app.inject({ method: 'POST', url: '/api/product', payload: { title: 'lamp', amount: 5 } }),
+      403: () => app.inject({ method: 'POST', url: '/api/product', headers: { cookie: `__Secure-access_token=${me.token}`, origin: 'https://evil.example' }, payload: { title: 'lamp', amount: 5 } }),
       409: () => limited.inject({ method: 'POST', url: '/api/product', headers: me.auth, payload: { title: 'lamp', amount: 5 } }),
       413: () => app.inject({ method: 'POST', url: '/api/product', headers: me.auth, payload: huge }),
       415: () => app.inject({ method: 'POST', url: '/api/product', headers: { ...me.auth, ...text.headers }, payload: text.payload }),

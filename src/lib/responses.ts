@@ -2,14 +2,15 @@
  * Response-schema helpers: every route declares the problem details it can answer, each
  * as `application/problem+json` with the one `Problem` component (src/lib/problem.ts).
  */
-import { Type } from 'typebox'
+import { STATUS_CODES } from 'node:http'
+import { Type, type TSchema } from 'typebox'
 import { PROBLEM_MEDIA_TYPE } from './problem.js'
 
 /** What each status means on this service's routes (the OpenAPI response descriptions). */
 const MEANINGS: Record<number, string> = {
-  400: 'The request is malformed or fails validation (`VALIDATION_FAILED`, `MALFORMED_JSON`, `BAD_REQUEST`)',
+  400: 'The request is malformed or fails validation (`VALIDATION_FAILED`, `MALFORMED_JSON`, `BAD_REQUEST`; an image upload without exactly one file: `IMAGE_MISSING`, `TOO_MANY_FILES`)',
   401: 'No valid credentials: the token or key is missing, malformed, expired or revoked (`WWW-Authenticate` says which scheme)',
-  403: 'Authenticated, but not allowed (`FORBIDDEN`, `WRONG_PASSWORD`)',
+  403: 'Authenticated, but not allowed (`FORBIDDEN`, `WRONG_PASSWORD`), or a browser request that authenticates by cookie (or logs in, or refreshes by cookie) from an origin that is not trusted (`CSRF_REJECTED`)',
   404: 'No such resource (`NOT_FOUND`)',
   406: 'None of the representations the route offers is acceptable to the Accept header (`NOT_ACCEPTABLE`)',
   408: 'The body arrived below the minimum rate (`SLOW_CLIENT_MIN_BYTES_PER_S` over a `SLOW_CLIENT_WINDOW_MS` window): `BODY_TOO_SLOW`, and the connection is closed',
@@ -29,11 +30,80 @@ const MEANINGS: Record<number, string> = {
  */
 const ALWAYS = [429, 500, 503]
 
-/** The response of one error status: its meaning and the `Problem` component as `application/problem+json`. */
+/**
+ * One example per code a status stands for (the `/docs` page shows them beside the status),
+ * each a whole problem body as the service answers it.
+ */
+const EXAMPLES: Record<number, Array<[code: string, detail: string]>> = {
+  400: [['VALIDATION_FAILED', 'Invalid request body: /email must match format "email"'], ['MALFORMED_JSON', 'Body is not valid JSON but content-type is set to \'application/json\''], ['BAD_REQUEST', 'Send exactly one of `username` and `identity`'], ['IMAGE_MISSING', 'The form has no file part: send the image as one file'], ['TOO_MANY_FILES', 'Send exactly one file']],
+  401: [['UNAUTHORIZED', 'The Authorization header (or the session cookie) is missing'], ['INVALID_REFRESH_TOKEN', 'The refresh token is invalid or expired'], ['REFRESH_TOKEN_REUSED', 'This refresh token was already used: the session has been revoked']],
+  403: [['FORBIDDEN', 'You can only access your own user record'], ['WRONG_PASSWORD', 'The current password is wrong'], ['CSRF_REJECTED', 'Refused: requests from origin "https://elsewhere.example" may not use the session cookies']],
+  404: [['NOT_FOUND', 'Product 7 does not exist']],
+  406: [['NOT_ACCEPTABLE', 'The product list is served as application/json or text/csv; the Accept header allows neither']],
+  408: [['BODY_TOO_SLOW', 'The request body arrived too slowly']],
+  409: [['CONFLICT', 'The username or e-mail address is already taken'], ['PRODUCT_QUOTA_EXCEEDED', 'You hold 1000 products, as many as one user may: delete one first'], ['IMAGE_QUOTA_EXCEEDED', 'Your images would take more than 104857600 bytes: delete some first']],
+  413: [['PAYLOAD_TOO_LARGE', 'Request body is too large']],
+  415: [['UNSUPPORTED_MEDIA_TYPE', 'Unsupported Media Type: text/plain'], ['UNSUPPORTED_IMAGE_TYPE', 'The file is not a PNG, JPEG or WebP image (judged by its content, not its name or Content-Type)']],
+  416: [['RANGE_NOT_SATISFIABLE', 'The range is past the end of the image (2048 bytes)']],
+  429: [['RATE_LIMITED', 'Too many requests; retry in 60 s'], ['TOO_MANY_IN_PROGRESS', 'This client already has requests in progress; retry in 1 s']],
+  500: [['INTERNAL', 'An unexpected error occurred; it has been logged with this request id.']],
+  503: [['SERVICE_UNAVAILABLE', 'The database is unavailable'], ['OVERLOADED', 'The service is overloaded; retry in 1 s']]
+}
+
+/** The codes each error status stands for in the document (test/openapi.test.ts holds docs/api.md to them). */
+export const PROBLEM_CODES: Readonly<Record<number, readonly string[]>> = Object.fromEntries(Object.entries(EXAMPLES).map(([status, examples]) => [status, examples.map(([code]) => code)]))
+
+/** A response header in the document (`@fastify/swagger` moves the description beside the schema). */
+export function header (description: string, schema: Record<string, unknown> = { type: 'string' }) {
+  return { ...schema, description }
+}
+
+/** Headers that several responses carry. */
+export const HEADERS = {
+  retryAfter: { 'Retry-After': header('seconds to wait before trying again', { type: 'integer', minimum: 0 }) },
+  wwwAuthenticate: { 'WWW-Authenticate': header('the scheme to authenticate with (`Bearer`)') },
+  setCookie: { 'Set-Cookie': header('cookie mode: the session cookies (`__Secure-access_token` on `/api`, `__Secure-refresh_token` on `/api/auth/refresh-token`), HttpOnly, SameSite=Strict; not sent in token mode') },
+  clearCookie: { 'Set-Cookie': header('the session cookies, cleared (`Max-Age=0`)') },
+  noStore: { 'Cache-Control': header('`no-store`: the answer carries (or clears) credentials') }
+} as const
+
+/** Per-status headers of the problems. */
+const PROBLEM_HEADERS: Record<number, Record<string, unknown>> = {
+  401: HEADERS.wwwAuthenticate,
+  416: { 'Content-Range': header('`bytes */<size>`: the size of the image') },
+  429: HEADERS.retryAfter,
+  503: HEADERS.retryAfter
+}
+
+/** The response of one error status: its meaning, the `Problem` component as `application/problem+json`, an example per code. */
 export function problem (status: number) {
   const description = MEANINGS[status]
-  if (description === undefined) throw new Error(`No description for status ${status}: add it to MEANINGS`)
-  return { description, content: { [PROBLEM_MEDIA_TYPE]: { schema: Type.Ref('Problem') } } }
+  const examples = EXAMPLES[status]
+  if (description === undefined || examples === undefined) throw new Error(`No description or example for status ${status}: add them to MEANINGS and EXAMPLES`)
+  const values = Object.fromEntries(examples.map(([code, detail]) => [code, {
+    summary: code,
+    value: { type: 'about:blank', title: STATUS_CODES[status], status, detail, code, instance: '/api/product/7', requestId: '8f14e45f-ceea-467f-a0b6-2a3d5c6e7f80' }
+  }]))
+  const headers = PROBLEM_HEADERS[status]
+  return { description, ...(headers === undefined ? {} : { headers }), content: { [PROBLEM_MEDIA_TYPE]: { schema: Type.Ref('Problem'), examples: values } } }
+}
+
+/**
+ * A JSON answer, as a response keyed by media type so that it can carry headers and its
+ * description; the schema's first example becomes the media example (the `/docs` page's).
+ */
+export function json (schema: TSchema, options: { description?: string, headers?: Record<string, unknown> } = {}) {
+  const example = (schema as { examples?: unknown[] }).examples?.[0]
+  return {
+    description: options.description ?? (schema as { description?: string }).description ?? 'the answer',
+    ...(options.headers === undefined ? {} : { headers: options.headers }),
+    content: { 'application/json': { schema, ...(example === undefined ? {} : { example }) } }
+  }
+}
+
+/** An answer without a body (204, 304), with the headers it carries. */
+export function empty (description: string, headers?: Record<string, unknown>) {
+  return { type: 'null', description, ...(headers === undefined ? {} : { headers }) } as const
 }
 
 /**
@@ -44,9 +114,6 @@ export function problems (...statuses: number[]) {
   const body = statuses.includes(413) ? [408] : []
   return Object.fromEntries([...new Set([...statuses, ...body, ...ALWAYS])].sort((a, b) => a - b).map((status) => [status, problem(status)]))
 }
-
-/** The bearer-token security requirement of protected routes, for the OpenAPI document. */
-export const bearerAuth = [{ bearerAuth: [] }]
 
 /**
  * Routes that take the access token from the `Authorization` header or, for browsers, from

@@ -50,8 +50,3 @@ export function keysetPage<T extends { id: number }> (rows: T[], limit: number):
   const items = rows.slice(0, limit)
   return { items, nextCursor: rows.length > limit ? items[items.length - 1]!.id : null }
 }
-
-/** The response of a route that answers 204 with no body. */
-export function NoContent (description: string) {
-  return Type.Null({ description })
-}

@@ -33,6 +33,35 @@ function withoutDefaultedRequired<T> (schema: T): T {
   return { ...schema, required }
 }
 
+type Operation = { requestBody?: { required?: boolean, content?: Record<string, { schema?: { type?: string } }> }, responses?: Record<string, { headers?: Record<string, unknown> }>, 'x-optional-body'?: boolean }
+type Document = { paths?: Record<string, Record<string, Operation>> }
+
+/**
+ * What the routes' schemas cannot say by themselves, added to every operation:
+ * - `x-optional-body` (a route that also takes no body at all, refresh by cookie): the body
+ *   is not required (@fastify/swagger marks every body required);
+ * - a multipart body is an object of parts, so the page offers a file picker for its
+ *   `format: binary` field (the route's schema has no `type`: the route reads the stream);
+ * - every answer carries `X-Request-Id` (src/app.ts, onRequest).
+ */
+function completeOperations (document: Document): Document {
+  for (const operations of Object.values(document.paths ?? {})) {
+    for (const operation of Object.values(operations)) {
+      if (operation['x-optional-body'] === true && operation.requestBody !== undefined) operation.requestBody.required = false
+      delete operation['x-optional-body']
+      for (const media of Object.values(operation.requestBody?.content ?? {})) {
+        if (media.schema !== undefined && media.schema.type === undefined) media.schema = { type: 'object', ...media.schema }
+      }
+      for (const response of Object.values(operation.responses ?? {})) {
+        response.headers = { 'X-Request-Id': REQUEST_ID_HEADER, ...response.headers }
+      }
+    }
+  }
+  return document
+}
+
+const REQUEST_ID_HEADER = { description: 'the request\'s id, also the `requestId` of a problem and of its log lines', schema: { type: 'string' } }
+
 async function openapi (app: FastifyInstance, options: OpenApiOptions): Promise<void> {
   app.addSchema(Problem)
   await app.register(fastifySwagger, {
@@ -43,6 +72,7 @@ async function openapi (app: FastifyInstance, options: OpenApiOptions): Promise<
     },
     // Shared schemas keep their `$id` as their component name (`#/components/schemas/Problem`).
     refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => typeof json.$id === 'string' ? json.$id : `def-${i}` },
+    transformObject: (documents) => completeOperations(('openapiObject' in documents ? documents.openapiObject : documents.swaggerObject) as Document) as never,
     transform: ({ schema, url }) => ({
       schema: schema === undefined ? schema : { ...schema, body: withoutDefaultedRequired(schema.body), querystring: withoutDefaultedRequired(schema.querystring) },
       url

@@ -4,8 +4,8 @@
  * and the key-auth hook is encapsulated in this plugin: no other route is affected.
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { problems } from '../../lib/responses.js'
-import { IdParams, NoContent, Page, PageQuery } from '../../lib/schemas.js'
+import { empty, json, problems } from '../../lib/responses.js'
+import { IdParams, Page, PageQuery } from '../../lib/schemas.js'
 import keyAuth from '@user-product-service/key-auth'
 import { User } from '../users/index.js'
 import { adminApiKey, adminKeyAuthOptions, type KeyFailureLimit } from './api-keys.js'
@@ -19,7 +19,7 @@ export interface AdminRoutesOptions {
 
 /** Users leave through the public `User` schema, never with a password hash. */
 const UserPage = Page(User)
-const deleted = NoContent('deleted')
+const deleted = empty('deleted')
 
 export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async (app, options) => {
   await app.register(keyAuth, adminKeyAuthOptions(options.adminApiKeys, app.log, options.keyFailures))
@@ -27,16 +27,18 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
 
   app.get('/users', {
     schema: {
+      operationId: 'adminListUsers',
       tags: ['admin'],
       summary: 'List users, oldest first, a page at a time',
       security: adminApiKey,
       querystring: PageQuery,
-      response: { 200: UserPage, ...problems(400, 401, 429) }
+      response: { 200: json(UserPage, { description: 'a page of users' }), ...problems(400, 401, 429) }
     }
   }, async (request) => await users.page(request.query))
 
   app.delete('/users/:id', {
     schema: {
+      operationId: 'adminDeleteUser',
       tags: ['admin'],
       summary: 'Delete a user and their products',
       security: adminApiKey,
@@ -50,6 +52,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
 
   app.delete('/products/:id', {
     schema: {
+      operationId: 'adminDeleteProduct',
       tags: ['admin'],
       summary: 'Delete any product',
       security: adminApiKey,

@@ -10,7 +10,7 @@ import type { FastifyPluginAsyncTypebox, TypeBoxTypeProvider } from '@fastify/ty
 import type { FastifyReply } from 'fastify'
 import type { OriginCheck } from '../../lib/csrf.js'
 import { BadRequest } from '../../lib/problem.js'
-import { problems, sessionAuth } from '../../lib/responses.js'
+import { empty, header, HEADERS, json, problems, sessionAuth } from '../../lib/responses.js'
 import { deliverSession, RefreshBody, SessionResult } from '../sessions/index.js'
 import { registrationRoute, type AuthBudget } from '../users/index.js'
 import { LoginBody } from './schemas.js'
@@ -29,7 +29,7 @@ const FORM = 'application/x-www-form-urlencoded'
 const LOCAL = 'http://service.invalid'
 
 export const authRoutes: FastifyPluginAsyncTypebox<AuthRoutesOptions> = async (app, options) => {
-  registrationRoute(app, { url: '/register', tag: 'auth', summary: 'Register a user (the same operation as POST /api/user)', authBudget: options.authBudget })
+  registrationRoute(app, { url: '/register', operationId: 'register', tag: 'auth', summary: 'Register a user (the same operation as POST /api/user)', authBudget: options.authBudget })
 
   // Login alone also reads HTML form bodies: the parser is registered in this scope only,
   // so every other route keeps answering 415 to a form.
@@ -38,6 +38,7 @@ export const authRoutes: FastifyPluginAsyncTypebox<AuthRoutesOptions> = async (a
     forms.withTypeProvider<TypeBoxTypeProvider>().post('/login', {
       onRequest: options.authBudget,
       schema: {
+        operationId: 'login',
         tags: ['auth'],
         summary: 'Log in with username (or e-mail) and password; starts a session',
         description: 'JSON or an HTML form (`application/x-www-form-urlencoded`). Token mode (JSON\'s default) returns the access and refresh tokens; ' +
@@ -46,8 +47,8 @@ export const authRoutes: FastifyPluginAsyncTypebox<AuthRoutesOptions> = async (a
         consumes: ['application/json', FORM],
         body: LoginBody,
         response: {
-          200: SessionResult,
-          303: { type: 'null', description: 'cookie mode with `redirect`: the cookies are set, `Location` is that path, and there is no body' },
+          200: json(SessionResult, { headers: { ...HEADERS.setCookie, ...HEADERS.noStore } }),
+          303: empty('cookie mode with `redirect`: the cookies are set, `Location` is that path, and there is no body', { Location: header('the `redirect` path'), ...HEADERS.setCookie, ...HEADERS.noStore }),
           ...problems(400, 401, 403, 413, 415, 429)
         }
       }
@@ -77,6 +78,9 @@ export const authRoutes: FastifyPluginAsyncTypebox<AuthRoutesOptions> = async (a
     // No body at all (a browser's refresh, by cookie) is an empty one.
     preValidation: async (request) => { if (request.body === undefined || request.body === null) request.body = {} },
     schema: {
+      operationId: 'refreshSession',
+      // A browser refreshing by cookie sends no body at all.
+      'x-optional-body': true,
       tags: ['auth'],
       summary: 'Trade a refresh token for new access and refresh tokens (rotation)',
       description: 'The refresh token comes from the body (`{"refreshToken": ...}`, token mode) or from the refresh cookie (cookie mode; then the origin is checked). ' +
@@ -84,7 +88,7 @@ export const authRoutes: FastifyPluginAsyncTypebox<AuthRoutesOptions> = async (a
         'An expired or unknown token, or one of a session ended by logout or a password change: 401 `INVALID_REFRESH_TOKEN`. ' +
         'After its first refresh, a session refreshes at most once per `REFRESH_MIN_INTERVAL_MS`: sooner is 429 `RATE_LIMITED` with `Retry-After`, and the token stays valid.',
       body: RefreshBody,
-      response: { 200: SessionResult, ...problems(400, 401, 403, 413, 415, 429) }
+      response: { 200: json(SessionResult, { headers: { ...HEADERS.setCookie, ...HEADERS.noStore } }), ...problems(400, 401, 403, 413, 415, 429) }
     }
   }, async (request, reply) => {
     const cookies = app.sessionCookies
@@ -110,11 +114,12 @@ export const authRoutes: FastifyPluginAsyncTypebox<AuthRoutesOptions> = async (a
   app.post('/logout', {
     onRequest: app.authenticate,
     schema: {
+      operationId: 'logout',
       tags: ['auth'],
       summary: 'End the session: its access token and refresh tokens stop working at once',
       description: 'Authenticated by the access token (header or cookie; a cookie-authenticated logout passes the origin check). Clears the session cookies.',
       security: sessionAuth,
-      response: { 204: { type: 'null', description: 'logged out' }, ...problems(401, 403) }
+      response: { 204: empty('logged out', { ...HEADERS.clearCookie, ...HEADERS.noStore }), ...problems(401, 403) }
     }
   }, async (request, reply) => {
     await app.sessions.logout(request.sessionId!)

@@ -64,12 +64,12 @@ export const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesOptions> = asyn
 
   app.get('/live', {
     config: { rateLimit: false, loadShedding: false },
-    schema: { tags: ['health'], summary: 'The process is up', response: { 200: Status } }
+    schema: { operationId: 'healthLive', tags: ['health'], summary: 'The process is up', response: { 200: Status } }
   }, async () => ({ status: 'ok' as const }))
 
   app.get('/ready', {
     config: { rateLimit: false },
-    schema: { tags: ['health'], summary: 'The database answers and its migrations are applied', response: { 200: Readiness, 429: problem(429), 503: problem(503) } }
+    schema: { operationId: 'healthReady', tags: ['health'], summary: 'The database answers and its migrations are applied', response: { 200: Readiness, 429: problem(429), 503: problem(503) } }
   }, async (request) => {
     if (app.draining.active) throw new ServiceUnavailable('The service is shutting down')
     const redis = app.redis === null ? undefined : redisAnswers(app.redis, timeoutMs)

@@ -7,13 +7,22 @@
  */
 import fastifyMultipart from '@fastify/multipart'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { bearerAuth, problems } from '../../lib/responses.js'
-import { IdParams, NoContent } from '../../lib/schemas.js'
+import { empty, header, json, problems, sessionAuth } from '../../lib/responses.js'
+import { IdParams } from '../../lib/schemas.js'
 import { MULTIPART_OVERHEAD, uploadLimits } from './images.js'
 import { ImageContent, ImageUploadBody, Product } from './schemas.js'
 
 /** The name of the image route, for `app.getRouteURL` (routing plugin): the product JSON's `imageUrl`. */
 export const PRODUCT_IMAGE_ROUTE = 'product-image'
+
+/** The headers of an image answer (images.ts sends them). */
+const IMAGE_HEADERS = {
+  ETag: header('strong validator of the image\'s bytes: send it back as `If-None-Match` (304) or `If-Range`'),
+  'Last-Modified': header('when the image was stored'),
+  'Cache-Control': header('`public, no-cache`: cached, revalidated before each use'),
+  'Accept-Ranges': header('`bytes`'),
+  'Content-Disposition': header('`inline; filename="product-<id>.<png|jpg|webp>"`')
+}
 
 export interface ProductImageRoutesOptions {
   /** IMAGE_MAX_BYTES. */
@@ -30,14 +39,19 @@ export const productImageRoutes: FastifyPluginAsyncTypebox<ProductImageRoutesOpt
     // The file plus the form's own bytes; the file alone is held to maxBytes by multipart.
     bodyLimit: maxBytes + MULTIPART_OVERHEAD,
     schema: {
+      operationId: 'uploadProductImage',
       tags: ['products'],
       summary: 'Upload (or replace) the image of a product you created',
       description: `One file in a multipart/form-data body, PNG, JPEG or WebP as its bytes say (not its name or Content-Type), at most IMAGE_MAX_BYTES (${maxBytes} here). 201 when the product had no image, 200 when it replaced one; the body is the product. Your images together take at most IMAGE_BYTES_MAX_PER_USER (a replacement counts its size minus the old one's): past it, 409 \`IMAGE_QUOTA_EXCEEDED\` and nothing is kept.`,
-      security: bearerAuth,
+      security: sessionAuth,
       consumes: ['multipart/form-data'],
       params: IdParams,
       body: ImageUploadBody,
-      response: { 200: Product, 201: Product, ...problems(400, 401, 403, 404, 409, 413, 415) }
+      response: {
+        200: json(Product, { description: 'the image replaced the earlier one; the product' }),
+        201: json(Product, { description: 'the product had no image; the product', headers: { Location: header('the image\'s URL (`imageUrl`)') } }),
+        ...problems(400, 401, 403, 404, 409, 413, 415)
+      }
     }
   }, async (request, reply) => {
     const { id } = request.params
@@ -52,14 +66,15 @@ export const productImageRoutes: FastifyPluginAsyncTypebox<ProductImageRoutesOpt
   app.get('/:id/image', {
     config: { name: PRODUCT_IMAGE_ROUTE },
     schema: {
+      operationId: 'getProductImage',
       tags: ['products'],
       summary: 'Download the image of a product',
       description: 'Public. Strong ETag and Last-Modified (If-None-Match / If-Modified-Since: 304); one byte range (Range, If-Range): 206 with Content-Range, 416 past the end; several ranges get the whole image. `X-Content-Type-Options: nosniff`, `Content-Disposition: inline`.',
       params: IdParams,
       response: {
-        200: { description: 'the image', content: ImageContent },
-        206: { description: 'the requested byte range of the image', content: ImageContent },
-        304: { type: 'null', description: 'not modified: the copy the client has is current' },
+        200: { description: 'the image', headers: IMAGE_HEADERS, content: ImageContent },
+        206: { description: 'the requested byte range of the image', headers: { ...IMAGE_HEADERS, 'Content-Range': header('`bytes <first>-<last>/<size>`') }, content: ImageContent },
+        304: empty('not modified: the copy the client has is current', { ETag: IMAGE_HEADERS.ETag, 'Cache-Control': IMAGE_HEADERS['Cache-Control'] }),
         ...problems(400, 404, 416)
       }
     }
@@ -70,11 +85,12 @@ export const productImageRoutes: FastifyPluginAsyncTypebox<ProductImageRoutesOpt
   app.delete('/:id/image', {
     onRequest: app.authenticate,
     schema: {
+      operationId: 'deleteProductImage',
       tags: ['products'],
       summary: 'Remove the image of a product you created',
-      security: bearerAuth,
+      security: sessionAuth,
       params: IdParams,
-      response: { 204: NoContent('removed'), ...problems(400, 401, 403, 404) }
+      response: { 204: empty('removed'), ...problems(400, 401, 403, 404) }
     }
   }, async (request, reply) => {
     await productImages.remove(request.params.id, request.currentUser!.id)

@@ -4,8 +4,8 @@
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import createError from '@fastify/error'
-import { problems, sessionAuth } from '../../lib/responses.js'
-import { IdParams, NoContent } from '../../lib/schemas.js'
+import { empty, header, json, problems, sessionAuth } from '../../lib/responses.js'
+import { IdParams } from '../../lib/schemas.js'
 import { CSV_CONTENT_TYPE } from './csv.js'
 import { productImageRoutes, PRODUCT_IMAGE_ROUTE } from './image-routes.js'
 import { CATALOGUE_CSV_EXAMPLE, CatalogueCsv, catalogueQuery, PRODUCT_PAGE_EXAMPLE, CreateProductBody, JSON_MAX_LIMIT, Product, ProductPage } from './schemas.js'
@@ -40,6 +40,7 @@ export const productRoutes: FastifyPluginAsyncTypebox<ProductRoutesOptions> = as
 
   app.get('', {
     schema: {
+      operationId: 'listProducts',
       tags: ['products'],
       summary: 'List products, oldest first, a page at a time: JSON, or CSV for Accept: text/csv',
       description: 'Negotiated on Accept (`Vary: Accept`): JSON by default, `text/csv` when preferred (the same page, streamed, a header row, cells that a spreadsheet would run as formulas prefixed with `\'`; the next page in `Link: <...>; rel="next"`). 406 when neither is acceptable.',
@@ -47,6 +48,11 @@ export const productRoutes: FastifyPluginAsyncTypebox<ProductRoutesOptions> = as
       response: {
         200: {
           description: 'a page of products',
+          headers: {
+            Vary: header('`Accept`: the representation depends on it'),
+            Link: header('CSV only: `<...>; rel="next"`, the URL of the next page (absent on the last one)'),
+            'Content-Disposition': header('CSV only: `attachment; filename="products.csv"`')
+          },
           content: {
             'application/json': { schema: ProductPage, example: PRODUCT_PAGE_EXAMPLE },
             'text/csv': { schema: CatalogueCsv, example: CATALOGUE_CSV_EXAMPLE }
@@ -77,22 +83,24 @@ export const productRoutes: FastifyPluginAsyncTypebox<ProductRoutesOptions> = as
 
   app.get('/:id', {
     schema: {
+      operationId: 'getProduct',
       tags: ['products'],
       summary: 'Fetch a product',
       params: IdParams,
-      response: { 200: Product, ...problems(400, 404) }
+      response: { 200: json(Product), ...problems(400, 404) }
     }
   }, async (request) => present(await products.get(request.params.id)))
 
   app.post('', {
     onRequest: app.authenticate,
     schema: {
+      operationId: 'createProduct',
       tags: ['products'],
       summary: 'Create a product; you are recorded as its creator',
       description: 'One user holds at most `PRODUCTS_MAX_PER_USER` products: past it, 409 `PRODUCT_QUOTA_EXCEEDED` until you delete one.',
       security: sessionAuth,
       body: CreateProductBody,
-      response: { 201: Product, ...problems(400, 401, 409, 413, 415) }
+      response: { 201: json(Product, { description: 'the new product' }), ...problems(400, 401, 403, 409, 413, 415) }
     }
   }, async (request, reply) => {
     return reply.code(201).send(present(await products.create(request.body, request.currentUser!.id)))
@@ -101,11 +109,12 @@ export const productRoutes: FastifyPluginAsyncTypebox<ProductRoutesOptions> = as
   app.delete('/:id', {
     onRequest: app.authenticate,
     schema: {
+      operationId: 'deleteProduct',
       tags: ['products'],
       summary: 'Delete a product you created (and its image)',
       security: sessionAuth,
       params: IdParams,
-      response: { 204: NoContent('deleted'), ...problems(400, 401, 403, 404) }
+      response: { 204: empty('deleted'), ...problems(400, 401, 403, 404) }
     }
   }, async (request, reply) => {
     await products.deleteOwned(request.params.id, request.currentUser!.id)

@@ -9,11 +9,11 @@ import type { SessionModeValue, SessionResultBody } from './schemas.js'
 import type { IssuedSession } from './service.js'
 
 export function deliverSession (reply: FastifyReply, cookies: SessionCookies, issued: IssuedSession, mode: SessionModeValue, expiresIn: string): SessionResultBody {
-  const common = { mode, expiresIn, expiresAt: issued.accessExpiresAt, userId: issued.userId, refreshTokenExpiresAt: issued.refreshExpiresAt }
+  const common = { expiresIn, expiresAt: issued.accessExpiresAt, userId: issued.userId, refreshTokenExpiresAt: issued.refreshExpiresAt }
   if (mode === 'cookie') {
     cookies.set(reply, issued)
-    return common
+    return { mode, ...common }
   }
   reply.header('cache-control', NO_STORE)
-  return { ...common, token: issued.accessToken, tokenType: 'Bearer', refreshToken: issued.refreshToken }
+  return { mode, token: issued.accessToken, tokenType: 'Bearer', ...common, refreshToken: issued.refreshToken }
 }

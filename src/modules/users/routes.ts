@@ -7,8 +7,8 @@ import type { FastifyRequest } from 'fastify'
 import createError from '@fastify/error'
 import { budget, type AttemptStore } from '../../lib/attempts.js'
 import { Forbidden } from '../../lib/problem.js'
-import { problems, sessionAuth } from '../../lib/responses.js'
-import { IdParams, NoContent } from '../../lib/schemas.js'
+import { empty, HEADERS, json, problems, sessionAuth } from '../../lib/responses.js'
+import { IdParams } from '../../lib/schemas.js'
 import type { AuthBudget } from './budget.js'
 import { deliverSession } from '../sessions/index.js'
 import { registrationRoute } from './registration.js'
@@ -43,16 +43,17 @@ export const userRoutes: FastifyPluginAsyncTypebox<UserRoutesOptions> = async (a
   const { users } = app
   const changes = budget({ ...ACCOUNT_CHANGES, ...options.accountChanges, refusal: (seconds) => new TooManyAccountChanges(seconds) })
 
-  registrationRoute(app, { url: '', tag: 'users', summary: 'Register a user', authBudget: options.authBudget })
+  registrationRoute(app, { url: '', operationId: 'createUser', tag: 'users', summary: 'Register a user', authBudget: options.authBudget })
 
   app.get('/:id', {
     onRequest: app.authenticate,
     schema: {
+      operationId: 'getUser',
       tags: ['users'],
       summary: 'Fetch your own user record',
       security: sessionAuth,
       params: IdParams,
-      response: { 200: User, ...problems(400, 401, 403) }
+      response: { 200: json(User), ...problems(400, 401, 403) }
     }
   }, async (request) => {
     // `authenticate` has just loaded this record: no second query.
@@ -62,6 +63,7 @@ export const userRoutes: FastifyPluginAsyncTypebox<UserRoutesOptions> = async (a
   app.patch('/:id', {
     onRequest: app.authenticate,
     schema: {
+      operationId: 'updateUser',
       tags: ['users'],
       summary: 'Change your username, e-mail and/or password',
       description: 'Changing the password needs `currentPassword` (a wrong one: 403 `WRONG_PASSWORD`); it ends every session, this one included, and starts a new one ' +
@@ -70,7 +72,7 @@ export const userRoutes: FastifyPluginAsyncTypebox<UserRoutesOptions> = async (a
       security: sessionAuth,
       params: IdParams,
       body: UpdateUserBody,
-      response: { 200: UpdatedUser, ...problems(400, 401, 403, 404, 409, 413, 415, 429) }
+      response: { 200: json(UpdatedUser, { headers: { 'Set-Cookie': HEADERS.setCookie['Set-Cookie'], 'Cache-Control': HEADERS.noStore['Cache-Control'] } }), ...problems(400, 401, 403, 404, 409, 413, 415, 429) }
     }
   }, async (request, reply) => {
     const { id } = ownRecord(request, request.params.id)
@@ -90,6 +92,7 @@ export const userRoutes: FastifyPluginAsyncTypebox<UserRoutesOptions> = async (a
   app.delete('/:id', {
     onRequest: app.authenticate,
     schema: {
+      operationId: 'deleteUser',
       tags: ['users'],
       summary: 'Delete your user record and your products',
       description: 'Needs your current password in the body, `{ "password": ... }` (a wrong one: 403 `WRONG_PASSWORD`). ' +
@@ -97,7 +100,7 @@ export const userRoutes: FastifyPluginAsyncTypebox<UserRoutesOptions> = async (a
       security: sessionAuth,
       params: IdParams,
       body: DeleteUserBody,
-      response: { 204: NoContent('deleted'), ...problems(400, 401, 403, 404, 413, 415, 429) }
+      response: { 204: empty('deleted', { ...HEADERS.clearCookie, ...HEADERS.noStore }), ...problems(400, 401, 403, 404, 413, 415, 429) }
     }
   }, async (request, reply) => {
     const { id } = ownRecord(request, request.params.id)

@@ -1,7 +1,7 @@
 /** Schemas of the user resource; the TypeScript types come from them. */
 import { Type, type Static } from 'typebox'
 import { Id, Timestamp } from '../../lib/schemas.js'
-import { SessionResult } from '../sessions/index.js'
+import { CookieSession, TokenSession } from '../sessions/index.js'
 
 /** Letters, digits, `.`, `_` and `-`: never `@`, so a login name with `@` is an e-mail. */
 const Username = Type.String({ minLength: 3, maxLength: 32, pattern: '^[A-Za-z0-9._-]+$', description: '3-32 letters, digits, `.`, `_` or `-`' })
@@ -70,11 +70,12 @@ declare module '../../plugins/authentication.js' {
 
 /**
  * A password change ends every session, this one too, and starts a new one: its fields
- * (as login's, `token` and `refreshToken` in token mode, cookies in cookie mode) are
- * present only then.
+ * (as login's: the tokens in token mode, cookies in cookie mode) come with the user only
+ * then. Three shapes, tried in this order by the serializer: token mode, cookie mode, the
+ * user alone.
  */
-export const UpdatedUser = Type.Object({
-  user: User,
-  ...Type.Partial(SessionResult).properties,
-  token: Type.Optional(Type.String({ description: 'a new access token, present when the password changed (earlier tokens stop working); absent in cookie mode' }))
-}, { examples: [{ user: userExample }] })
+export const UpdatedUser = Type.Union([
+  Type.Object({ user: User, ...TokenSession.properties }, { description: 'the password changed, token mode: a new session\'s tokens (earlier ones stop working)' }),
+  Type.Object({ user: User, ...CookieSession.properties }, { description: 'the password changed, cookie mode: a new session in the cookies (`Set-Cookie`)' }),
+  Type.Object({ user: User }, { description: 'no password change: the user alone' })
+], { description: 'The changed user, and a new session when the password changed', examples: [{ user: userExample }] })
