@@ -1,0 +1,356 @@
+/**
+ * A client generated from the live OpenAPI document works as is: types from `/docs/json` by
+ * openapi-typescript, a program on openapi-fetch that calls every route, type-checked under
+ * `strict` with no cast, then run against the listening service. A document that types an
+ * answer wrongly (an optional token, a body a route does not need marked required, JSON and
+ * CSV under one media type) fails the type check; one that types it rightly but whose route
+ * answers otherwise fails the run.
+ */
+import { mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import path from 'node:path'
+import type { AddressInfo } from 'node:net'
+import openapiTS, { astToString, type OpenAPI3 } from 'openapi-typescript'
+import t from 'tap'
+import ts from 'typescript'
+import { build, TEST_ENV } from './helpers/build.js'
+
+const ROOT = path.resolve(import.meta.dirname, '..')
+const ADMIN_KEY = TEST_ENV.ADMIN_API_KEYS!.split(',')[0]!
+
+/**
+ * The client: what an application would write against the generated `paths`. Responses are
+ * read as JSON (answers) and problem+json (errors); the CSV and the image ask for text and
+ * bytes. It returns what it saw, for the test to judge.
+ */
+const PROGRAM = String.raw`
+import createClient from 'openapi-fetch'
+import type { paths } from './api.js'
+
+type Media = 'application/json' | 'application/problem+json'
+
+export interface Seen {
+  statuses: Record<string, number>
+  headers: Record<string, string | null>
+  values: Record<string, string | number | boolean | null>
+}
+
+function fail (what: string, status: number): never {
+  throw new Error(what + ' answered ' + String(status))
+}
+
+export async function run (baseUrl: string, adminKey: string, png: Uint8Array<ArrayBuffer>): Promise<Seen> {
+  const api = createClient<paths, Media>({ baseUrl })
+  const seen: Seen = { statuses: {}, headers: {}, values: {} }
+  const note = (name: string, response: Response): void => {
+    seen.statuses[name] = response.status
+    seen.headers[name + ' x-request-id'] = response.headers.get('x-request-id')
+  }
+  const stamp = String(Date.now()) + String(Math.floor(Math.random() * 1e6))
+  const username = 'gen' + stamp
+  const password = 'generated client!'
+  const form = (body: Record<string, string | undefined>): URLSearchParams => {
+    const fields = new URLSearchParams()
+    for (const [key, value] of Object.entries(body)) if (value !== undefined) fields.set(key, value)
+    return fields
+  }
+  const cookieHeader = (response: Response): string => response.headers.getSetCookie().map((line) => line.split(';')[0]).join('; ')
+
+  const live = await api.GET('/health/live')
+  note('healthLive', live.response)
+  seen.values.live = live.data?.status ?? null
+  const ready = await api.GET('/health/ready')
+  note('healthReady', ready.response)
+
+  const registered = await api.POST('/api/auth/register', { body: { username, email: username + '@example.com', password, names: 'Generated Client' } })
+  note('register', registered.response)
+  if (registered.data === undefined) fail('register', registered.response.status)
+  const userId: number = registered.data.id
+  const other = await api.POST('/api/user', { body: { username: 'x' + username, email: 'x' + username + '@example.com', password } })
+  note('createUser', other.response)
+  if (other.data === undefined) fail('createUser', other.response.status)
+  const taken = await api.POST('/api/user', { body: { username, email: 'y' + username + '@example.com', password } })
+  note('createUser taken', taken.response)
+  seen.values.takenCode = taken.error?.code ?? null
+
+  const login = await api.POST('/api/auth/login', { body: { username, password } })
+  note('login json', login.response)
+  if (login.data === undefined || login.data.mode !== 'token') fail('login json', login.response.status)
+  let token: string = login.data.token
+  let refreshToken: string = login.data.refreshToken
+  seen.values.tokenType = login.data.tokenType
+  seen.headers['login json cache-control'] = login.response.headers.get('cache-control')
+  const bearer = (): { authorization: string } => ({ authorization: 'Bearer ' + token })
+
+  const formLogin = await api.POST('/api/auth/login', {
+    body: { username, password },
+    bodySerializer: form,
+    headers: { 'content-type': 'application/x-www-form-urlencoded' }
+  })
+  note('login form', formLogin.response)
+  if (formLogin.data === undefined || formLogin.data.mode !== 'cookie') fail('login form', formLogin.response.status)
+  seen.values.formUserId = formLogin.data.userId
+  const cookies = cookieHeader(formLogin.response)
+  seen.headers['login form set-cookie'] = cookies
+
+  const refreshed = await api.POST('/api/auth/refresh-token', { body: { refreshToken } })
+  note('refresh body', refreshed.response)
+  if (refreshed.data === undefined || refreshed.data.mode !== 'token') fail('refresh body', refreshed.response.status)
+  token = refreshed.data.token
+  refreshToken = refreshed.data.refreshToken
+  const reused = await api.POST('/api/auth/refresh-token', { body: { refreshToken: login.data.refreshToken } })
+  note('refresh reused', reused.response)
+  seen.values.reusedCode = reused.error?.code ?? null
+  const relogin = await api.POST('/api/auth/login', { body: { identity: username + '@example.com', password, mode: 'token' } })
+  if (relogin.data === undefined || relogin.data.mode !== 'token') fail('login identity', relogin.response.status)
+  token = relogin.data.token
+
+  const byCookie = await api.POST('/api/auth/refresh-token', { headers: { cookie: cookies, origin: baseUrl } })
+  note('refresh no body', byCookie.response)
+  if (byCookie.data === undefined || byCookie.data.mode !== 'cookie') fail('refresh no body', byCookie.response.status)
+  seen.values.cookieRefreshExpires = byCookie.data.refreshTokenExpiresAt
+  const freshCookies = cookieHeader(byCookie.response)
+
+  const me = await api.GET('/api/user/{id}', { params: { path: { id: userId } }, headers: bearer() })
+  note('getUser', me.response)
+  seen.values.username = me.data?.username ?? null
+  const meByCookie = await api.GET('/api/user/{id}', { params: { path: { id: userId } }, headers: { cookie: freshCookies } })
+  note('getUser cookie', meByCookie.response)
+  const notMine = await api.GET('/api/user/{id}', { params: { path: { id: other.data.id } }, headers: bearer() })
+  note('getUser other', notMine.response)
+  seen.values.notMineCode = notMine.error?.code ?? null
+
+  const renamed = await api.PATCH('/api/user/{id}', { params: { path: { id: userId } }, body: { names: 'Renamed' }, headers: bearer() })
+  note('updateUser', renamed.response)
+  seen.values.names = renamed.data?.user.names ?? null
+  seen.values.renamedHasSession = renamed.data !== undefined && 'mode' in renamed.data
+  const created = await api.POST('/api/product', { body: { title: 'Desk lamp', description: 'Warm light', amount: 2599 }, headers: bearer() })
+  note('createProduct', created.response)
+  if (created.data === undefined) fail('createProduct', created.response.status)
+  const productId: number = created.data.id
+  seen.values.imageUrlBefore = created.data.imageUrl
+  const second = await api.POST('/api/product', { body: { title: 'Chair', amount: 4900 }, headers: { cookie: freshCookies, origin: baseUrl } })
+  note('createProduct cookie', second.response)
+  seen.values.secondDescription = second.data?.description ?? null
+  const forged = await api.POST('/api/product', { body: { title: 'Forged', amount: 1 }, headers: { cookie: freshCookies, origin: 'https://elsewhere.example' } })
+  note('createProduct forged', forged.response)
+  seen.values.forgedCode = forged.error?.code ?? null
+
+  const product = await api.GET('/api/product/{id}', { params: { path: { id: productId } } })
+  note('getProduct', product.response)
+  seen.values.title = product.data?.title ?? null
+  const page = await api.GET('/api/product', { params: { query: { limit: 100 } } })
+  note('listProducts', page.response)
+  seen.values.listed = page.data?.items.some((item) => item.id === productId) ?? false
+  seen.values.nextCursorType = page.data === undefined ? null : typeof page.data.nextCursor
+  const csv = await api.GET('/api/product', { params: { query: { limit: 1 } }, headers: { accept: 'text/csv' }, parseAs: 'text' })
+  note('listProducts csv', csv.response)
+  seen.values.csvHeader = csv.data?.split('\r\n')[0] ?? null
+  seen.headers['listProducts csv link'] = csv.response.headers.get('link')
+  seen.headers['listProducts csv content-disposition'] = csv.response.headers.get('content-disposition')
+  const tooLarge = await api.GET('/api/product', { params: { query: { limit: 101 } } })
+  note('listProducts json past 100', tooLarge.response)
+
+  const image = new Blob([png], { type: 'image/png' })
+  const uploaded = await api.POST('/api/product/{id}/image', {
+    params: { path: { id: productId } },
+    body: { image },
+    bodySerializer: (body) => {
+      const parts = new FormData()
+      parts.set('image', body.image, 'lamp.png')
+      return parts
+    },
+    headers: bearer()
+  })
+  note('uploadProductImage', uploaded.response)
+  seen.headers['uploadProductImage location'] = uploaded.response.headers.get('location')
+  seen.values.imageUrlAfter = uploaded.data?.imageUrl ?? null
+  const replaced = await api.POST('/api/product/{id}/image', {
+    params: { path: { id: productId } },
+    body: { image },
+    bodySerializer: (body) => {
+      const parts = new FormData()
+      parts.set('image', body.image, 'lamp.png')
+      return parts
+    },
+    headers: { cookie: freshCookies, origin: baseUrl }
+  })
+  note('uploadProductImage cookie', replaced.response)
+  const bytes = await api.GET('/api/product/{id}/image', { params: { path: { id: productId } }, parseAs: 'arrayBuffer' })
+  note('getProductImage', bytes.response)
+  seen.values.imageBytes = bytes.data?.byteLength ?? null
+  const etag = bytes.response.headers.get('etag')
+  seen.headers['getProductImage etag'] = etag
+  // fetch sends a conditional request with Cache-Control: no-cache unless one is set, and
+  // no-cache asks for the whole image again.
+  const cached = await api.GET('/api/product/{id}/image', { params: { path: { id: productId } }, headers: { 'if-none-match': etag ?? '', 'cache-control': 'max-age=0' }, parseAs: 'stream' })
+  note('getProductImage not modified', cached.response)
+  const removed = await api.DELETE('/api/product/{id}/image', { params: { path: { id: productId } }, headers: bearer() })
+  note('deleteProductImage', removed.response)
+
+  const deleted = await api.DELETE('/api/product/{id}', { params: { path: { id: productId } }, headers: bearer() })
+  note('deleteProduct', deleted.response)
+  const gone = await api.GET('/api/product/{id}', { params: { path: { id: productId } } })
+  note('getProduct gone', gone.response)
+  seen.values.goneCode = gone.error?.code ?? null
+
+  const admin = { authorization: 'Bearer ' + adminKey }
+  const users = await api.GET('/api/admin/users', { params: { query: { limit: 100 } }, headers: admin })
+  note('adminListUsers', users.response)
+  seen.values.adminSees = users.data?.items.some((user) => user.id === userId) ?? false
+  if (second.data !== undefined) {
+    const adminProduct = await api.DELETE('/api/admin/products/{id}', { params: { path: { id: second.data.id } }, headers: admin })
+    note('adminDeleteProduct', adminProduct.response)
+  }
+  const adminUser = await api.DELETE('/api/admin/users/{id}', { params: { path: { id: other.data.id } }, headers: admin })
+  note('adminDeleteUser', adminUser.response)
+
+  const cookieLogout = await api.POST('/api/auth/logout', { headers: { cookie: freshCookies, origin: baseUrl } })
+  note('logout cookie', cookieLogout.response)
+  seen.headers['logout cookie set-cookie'] = cookieLogout.response.headers.get('set-cookie')
+  const again = await api.POST('/api/auth/login', { body: { username, password } })
+  if (again.data === undefined || again.data.mode !== 'token') fail('login again', again.response.status)
+  const tokenLogout = await api.POST('/api/auth/logout', { headers: { authorization: 'Bearer ' + again.data.token } })
+  note('logout token', tokenLogout.response)
+  // A password change ends every session, the cookie one too: last but the deletion.
+  const newPassword = 'a newer password'
+  const changed = await api.PATCH('/api/user/{id}', { params: { path: { id: userId } }, body: { password: newPassword, currentPassword: password }, headers: bearer() })
+  note('updateUser password', changed.response)
+  if (changed.data === undefined || !('mode' in changed.data) || changed.data.mode !== 'token') fail('updateUser password', changed.response.status)
+  token = changed.data.token
+  seen.values.changedUser = changed.data.user.id
+
+  const wrong = await api.DELETE('/api/user/{id}', { params: { path: { id: userId } }, body: { password }, headers: bearer() })
+  note('deleteUser wrong password', wrong.response)
+  seen.values.wrongCode = wrong.error?.code ?? null
+  const removedUser = await api.DELETE('/api/user/{id}', { params: { path: { id: userId } }, body: { password: newPassword }, headers: bearer() })
+  note('deleteUser', removedUser.response)
+  const logout = await api.POST('/api/auth/logout', { headers: bearer() })
+  note('logout after delete', logout.response)
+  seen.headers['logout after delete www-authenticate'] = logout.response.headers.get('www-authenticate')
+  return seen
+}
+`
+
+t.test('a client generated from /docs/json type-checks under strict and runs every route', async (t) => {
+  const app = await build(t)
+  await app.listen({ host: '127.0.0.1', port: 0 })
+  const baseUrl = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`
+  const document = await (await fetch(`${baseUrl}/docs/json`)).json() as OpenAPI3
+
+  // `format: binary` as Blob: openapi-typescript's documented mapping for file uploads.
+  const types = astToString(await openapiTS(document, {
+    transform: (schema) => schema.format === 'binary' ? ts.factory.createTypeReferenceNode('Blob') : undefined
+  }))
+  t.notMatch(PROGRAM, /\bas\s+(?!const\b)[A-Za-z{[(]/, 'the program casts nothing')
+
+  const dir = mkdtempSync(path.join(tmpdir(), 'generated-client-'))
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+  symlinkSync(path.join(ROOT, 'node_modules'), path.join(dir, 'node_modules'), 'dir')
+  writeFileSync(path.join(dir, 'package.json'), '{"type":"module"}')
+  writeFileSync(path.join(dir, 'api.ts'), types)
+  writeFileSync(path.join(dir, 'client.ts'), PROGRAM)
+
+  const program = ts.createProgram([path.join(dir, 'client.ts')], {
+    strict: true,
+    noUncheckedIndexedAccess: true,
+    exactOptionalPropertyTypes: true,
+    // The libraries' own declarations are not what is tested (and checking the DOM lib's
+    // takes seconds); the generated api.ts and the program are.
+    skipLibCheck: true,
+    noEmit: true,
+    target: ts.ScriptTarget.ES2022,
+    module: ts.ModuleKind.NodeNext,
+    moduleResolution: ts.ModuleResolutionKind.NodeNext,
+    lib: ['lib.es2023.d.ts', 'lib.dom.d.ts', 'lib.dom.iterable.d.ts'],
+    types: []
+  })
+  const diagnostics = ts.getPreEmitDiagnostics(program).map((d) => ts.flattenDiagnosticMessageText(d.messageText, '\n') + (d.file === undefined ? '' : ` (${path.basename(d.file.fileName)}:${d.file.getLineAndCharacterOfPosition(d.start ?? 0).line + 1})`))
+  t.same(diagnostics, [], 'no diagnostics under strict')
+  if (diagnostics.length > 0) return
+
+  const png = Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), Buffer.alloc(100, 1)])
+  const client = await import(path.join(dir, 'client.ts')) as { run: (baseUrl: string, adminKey: string, png: Uint8Array) => Promise<{ statuses: Record<string, number>, headers: Record<string, string | null>, values: Record<string, unknown> }> }
+  const seen = await client.run(baseUrl, ADMIN_KEY, png)
+
+  t.same(seen.statuses, {
+    healthLive: 200,
+    healthReady: 200,
+    register: 201,
+    createUser: 201,
+    'createUser taken': 409,
+    'login json': 200,
+    'login form': 200,
+    'refresh body': 200,
+    'refresh reused': 401,
+    'refresh no body': 200,
+    getUser: 200,
+    'getUser cookie': 200,
+    'getUser other': 403,
+    updateUser: 200,
+    'updateUser password': 200,
+    createProduct: 201,
+    'createProduct cookie': 201,
+    'createProduct forged': 403,
+    getProduct: 200,
+    listProducts: 200,
+    'listProducts csv': 200,
+    'listProducts json past 100': 400,
+    uploadProductImage: 201,
+    'uploadProductImage cookie': 200,
+    getProductImage: 200,
+    'getProductImage not modified': 304,
+    deleteProductImage: 204,
+    deleteProduct: 204,
+    'getProduct gone': 404,
+    adminListUsers: 200,
+    adminDeleteProduct: 204,
+    adminDeleteUser: 204,
+    'logout cookie': 204,
+    'logout token': 204,
+    'deleteUser wrong password': 403,
+    deleteUser: 204,
+    'logout after delete': 401
+  }, 'every route answered as documented')
+  t.match(seen.values, {
+    live: 'ok',
+    takenCode: 'CONFLICT',
+    tokenType: 'Bearer',
+    formUserId: Number,
+    reusedCode: 'REFRESH_TOKEN_REUSED',
+    cookieRefreshExpires: /^\d{4}-\d\d-\d\dT/,
+    username: /^gen/,
+    notMineCode: 'FORBIDDEN',
+    names: 'Renamed',
+    renamedHasSession: false,
+    changedUser: Number,
+    imageUrlBefore: null,
+    secondDescription: '',
+    forgedCode: 'CSRF_REJECTED',
+    title: 'Desk lamp',
+    listed: true,
+    nextCursorType: /^(number|object)$/,
+    csvHeader: '"id","title","description","amount","creatorId","createdAt","updatedAt","imageUrl"',
+    imageUrlAfter: /^\/api\/product\/\d+\/image$/,
+    imageBytes: png.length,
+    goneCode: 'NOT_FOUND',
+    adminSees: true,
+    wrongCode: 'WRONG_PASSWORD'
+  })
+  const idHeaders = Object.entries(seen.headers).filter(([name]) => name.endsWith(' x-request-id'))
+  t.equal(idHeaders.length, Object.keys(seen.statuses).length, 'every answer seen')
+  for (const [name, value] of idHeaders) t.ok(value, `${name}`)
+  t.equal(seen.headers['login json cache-control'], 'no-store')
+  t.match(seen.headers['login form set-cookie'], /access_token=.+; .*refresh_token=/)
+  t.match(seen.headers['listProducts csv link'], /rel="next"/)
+  t.equal(seen.headers['listProducts csv content-disposition'], 'attachment; filename="products.csv"')
+  t.equal(seen.headers['uploadProductImage location'], seen.values.imageUrlAfter)
+  t.match(seen.headers['getProductImage etag'], /^"/)
+  t.match(seen.headers['logout cookie set-cookie'], /Max-Age=0/i)
+  t.equal(seen.headers['logout after delete www-authenticate'], 'Bearer')
+
+  // Outside the document: a known path with a method it lacks.
+  const put = await fetch(`${baseUrl}/api/user/1`, { method: 'PUT' })
+  t.equal(put.status, 405)
+  t.equal(put.headers.get('allow'), 'DELETE, GET, HEAD, PATCH')
+})
