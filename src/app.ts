@@ -23,7 +23,7 @@ import { sessionCookieNames, sessionsRepository, sessionsService } from './modul
 import { accountLimiter, authBudget as createAuthBudget, userRoutes, usersRepository, usersService } from './modules/users/index.js'
 import authentication from './plugins/authentication.js'
 import contentCoding from './plugins/content-coding.js'
-import cors from './plugins/cors.js'
+import cors, { corsHeadersOutsideFastify } from './plugins/cors.js'
 import context from '@user-product-service/context'
 import draining from './plugins/draining.js'
 import errorHandler from './plugins/error-handler.js'
@@ -82,7 +82,7 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
   // Admission first: under overload, a request is refused before Fastify sees it (src/lib/admission.ts).
   // Its refusals carry the id Fastify would give the request (genReqId in src/options.ts).
   const trustProxy = parseTrustProxy(config.server.trustProxy)
-  const admission = createAdmission({ ...config.limits, trustProxy, requestId: requestIds(trustProxy), retryAfterSeconds: tuning.retryAfterSeconds })
+  const admission = createAdmission({ ...config.limits, trustProxy, requestId: requestIds(trustProxy), retryAfterSeconds: tuning.retryAfterSeconds, corsHeaders: corsHeadersOutsideFastify(config.auth.corsOrigins) })
   const app = Fastify({ ...serverOptions(config.server, options.logStream, tracing?.logMixin), serverFactory: admission.serverFactory, ...options.fastify }).withTypeProvider<TypeBoxTypeProvider>()
   admission.useLogger(app.log)
   // First, so that its span is active in every later hook, handler and query.

@@ -5,6 +5,8 @@
  * check trusts the same list, cross-site too; SameSite=None cookies for a front-end on
  * another site; the settings that cannot work stop the start.
  */
+import { connect } from 'node:net'
+import { setTimeout as sleep } from 'node:timers/promises'
 import t from 'tap'
 import { ALLOWED_HEADERS, EXPOSED_HEADERS, MAX_AGE_SECONDS, METHODS } from '../src/plugins/cors.js'
 import { assertProblem, type Answer } from './helpers/assertions.js'
@@ -198,6 +200,31 @@ t.test('COOKIE_SAMESITE=none: cookie mode for a listed front-end on another site
   t.same(corsHeaders(forged.raw), [], 'an unlisted site is still refused: the origin check is the CSRF defence here')
   const form = await fetch(`${base}/api/auth/logout`, { method: 'POST', headers: { cookie, 'sec-fetch-site': 'cross-site' } })
   t.equal(form.status, 403, 'a cross-site change without Origin is refused')
+})
+
+t.test('a refusal written before Fastify (admission) carries the same CORS headers', async (t) => {
+  // One request in progress per client, never cut: a held body keeps the place.
+  const { app, base } = await listen(t, { CORS_ORIGINS: CROSS_SITE, LOAD_SHED_MAX_IN_FLIGHT_PER_CLIENT: '1', SLOW_CLIENT_WINDOW_MS: '0' })
+  const port = (app.server.address() as { port: number }).port
+  const held = connect(port, '127.0.0.1')
+  t.teardown(() => { held.destroy() })
+  held.write('POST /api/user HTTP/1.1\r\nHost: api\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{')
+  let refused: Answer & { raw: Response } | undefined
+  for (let tries = 0; tries < 200 && refused?.statusCode !== 429; tries += 1) {
+    if (tries > 0) await sleep(50)
+    refused = await answer(await fetch(`${base}/api/product`, { headers: { origin: CROSS_SITE } }))
+  }
+  assertProblem(t, refused!, 429, 'TOO_MANY_IN_PROGRESS')
+  const headers = refused!.raw.headers
+  t.equal(headers.get('access-control-allow-origin'), CROSS_SITE)
+  t.equal(headers.get('access-control-allow-credentials'), 'true')
+  t.same(list(headers.get('access-control-expose-headers')), EXPOSED_HEADERS.map((name) => name.toLowerCase()), 'Retry-After among them')
+  t.ok(headers.has('retry-after'))
+  t.ok(list(headers.get('vary')).includes('origin'))
+  const unlisted = await fetch(`${base}/api/product`, { headers: { origin: UNLISTED } })
+  t.equal(unlisted.status, 429)
+  t.same(corsHeaders(unlisted), [], 'an unlisted origin: none')
+  t.ok(list(unlisted.headers.get('vary')).includes('origin'))
 })
 
 t.test('settings that cannot work stop the start with a clear message (exit 78)', { timeout: 120_000 }, async (t) => {

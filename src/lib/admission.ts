@@ -74,6 +74,8 @@ export interface AdmissionOptions {
   slowClientWindowMs?: number
   /** The minimum rate of a body, and of an answer the client holds up, in bytes per second. */
   slowClientMinBytesPerS?: number
+  /** CORS headers of a refusal, so that a front-end of another origin can read it (src/plugins/cors.ts). */
+  corsHeaders?: (request: IncomingMessage) => http.OutgoingHttpHeaders
 }
 
 export interface Admission {
@@ -212,7 +214,8 @@ export function createAdmission (options: AdmissionOptions): Admission {
       'retry-after': retryAfter,
       'cache-control': 'no-store',
       'x-content-type-options': 'nosniff',
-      [REQUEST_ID_HEADER]: id
+      [REQUEST_ID_HEADER]: id,
+      ...options.corsHeaders?.(request)
     }
     // A body left unread would be read and thrown away to keep the connection: close it
     // instead. A request without a body keeps its connection (reconnecting costs more).

@@ -17,11 +17,14 @@
  *   panel says why). Any other OPTIONS request is answered as a method the path does not
  *   serve (405 with Allow, or 404: src/plugins/error-handler.ts).
  *
- * The origin check of cookie-authenticated changes (src/lib/csrf.ts) trusts the same list.
+ * Admission's refusals, written before Fastify sees the request, carry the same headers
+ * (corsHeadersOutsideFastify). The origin check of cookie-authenticated changes
+ * (src/lib/csrf.ts) trusts the same list.
  */
 import fastifyCors, { type FastifyCorsOptions } from '@fastify/cors'
 import createError from '@fastify/error'
 import type { FastifyInstance } from 'fastify'
+import type { IncomingMessage, OutgoingHttpHeaders } from 'node:http'
 import fp from 'fastify-plugin'
 
 /** A CORS preflight from an origin not listed in CORS_ORIGINS. */
@@ -59,6 +62,21 @@ export const EXPOSED_HEADERS = [
  * header, nor pass the origin check of cookie changes.
  */
 export const MAX_AGE_SECONDS = 7200
+
+/**
+ * The CORS headers of an answer written outside Fastify (admission's 503 and 429,
+ * src/lib/admission.ts), the same as the plugin gives a non-preflight request.
+ */
+export function corsHeadersOutsideFastify (origins: readonly string[]): (request: IncomingMessage) => OutgoingHttpHeaders {
+  const listed = new Set(origins)
+  const vary = { vary: 'Origin' }
+  const exposed = EXPOSED_HEADERS.join(', ')
+  return (request) => {
+    const origin = request.headers.origin
+    if (origin === undefined || !listed.has(origin)) return vary
+    return { ...vary, 'access-control-allow-origin': origin, 'access-control-allow-credentials': 'true', 'access-control-expose-headers': exposed }
+  }
+}
 
 export interface CorsOptions {
   /** CORS_ORIGINS, parsed (exact origins, no `*`). */
