@@ -132,6 +132,15 @@ t.test('request bodies, answers per mode, security and response headers', async 
   }
   const list = op('/api/product', 'get').responses['200']!.content!
   t.same(Object.keys(list), ['application/json', 'text/csv'], 'the page as JSON or CSV, each its own media type')
+  const limit = op('/api/product', 'get').parameters!.find((p) => p.name === 'limit')!.schema as { maximum: number, anyOf?: Array<{ title?: string, maximum?: number }> }
+  t.same(limit.anyOf?.map((branch) => [branch.title, branch.maximum]), [['JSON page', 100], ['CSV page', limit.maximum]], 'limit names the maximum of each representation')
+  const csv = { accept: 'text/csv' }
+  t.same([
+    (await app.inject('/api/product?limit=100')).statusCode,
+    (await app.inject('/api/product?limit=101')).statusCode,
+    (await app.inject({ url: `/api/product?limit=${limit.maximum}`, headers: csv })).statusCode,
+    (await app.inject({ url: `/api/product?limit=${limit.maximum + 1}`, headers: csv })).statusCode
+  ], [200, 400, 200, 400], 'and the route holds to them')
 
   for (const [path, method] of [['/api/product/{id}/image', 'post'], ['/api/product/{id}/image', 'delete'], ['/api/product', 'post'], ['/api/user/{id}', 'patch']] as const) {
     t.same(op(path, method).security, [{ bearerAuth: [] }, { cookieAuth: [] }], `${method.toUpperCase()} ${path}: a JWT or the session cookie`)

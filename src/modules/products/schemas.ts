@@ -31,7 +31,19 @@ export const JSON_MAX_LIMIT = 100
 /** `GET /api/product`'s query: the JSON page's, with a larger `limit` allowed for CSV. */
 export function catalogueQuery (csvMaxRows: number) {
   return Type.Object({
-    limit: Type.Integer({ minimum: 1, maximum: csvMaxRows, default: 20, description: `page size: at most ${JSON_MAX_LIMIT} for JSON, ${csvMaxRows} for CSV (CSV_MAX_ROWS)` }),
+    // One parameter for both representations, and which maximum applies depends on Accept,
+    // which a schema cannot see: the widest is the schema's, and the two branches of `anyOf`
+    // name each representation's (the route refuses a JSON page past JSON_MAX_LIMIT itself).
+    limit: Type.Integer({
+      minimum: 1,
+      maximum: csvMaxRows,
+      default: 20,
+      description: `page size: at most ${JSON_MAX_LIMIT} for JSON (400 past it), ${csvMaxRows} for CSV (CSV_MAX_ROWS)`,
+      anyOf: [
+        { type: 'integer', maximum: JSON_MAX_LIMIT, title: 'JSON page', description: `a JSON page: at most ${JSON_MAX_LIMIT}` },
+        { type: 'integer', maximum: csvMaxRows, title: 'CSV page', description: `a CSV page (Accept: text/csv): at most ${csvMaxRows}` }
+      ]
+    }),
     cursor: Type.Optional(Type.Integer({ minimum: 0, maximum: MAX_INT4, description: 'the `nextCursor` of the previous page (CSV: the `cursor` of the `Link: rel="next"` header)' }))
   }, { additionalProperties: false })
 }
