@@ -274,8 +274,11 @@ t.test('each route answers every status it documents, and documents every status
     },
     'POST /api/auth/logout': {
       204: async () => { const s = await registerAndLogin(app); return await app.inject({ method: 'POST', url: '/api/auth/logout', headers: s.auth }) },
+      400: () => app.inject({ method: 'POST', url: '/api/auth/logout', headers: me.auth, payload: { everywhere: true } }),
       401: () => app.inject({ method: 'POST', url: '/api/auth/logout' }),
       403: () => app.inject({ method: 'POST', url: '/api/auth/logout', headers: { cookie: `__Secure-access_token=${me.token}`, origin: 'https://evil.example' } }),
+      413: () => app.inject({ method: 'POST', url: '/api/auth/logout', headers: me.auth, payload: { everywhere: 'x'.repeat(2_000_000) } }),
+      415: () => app.inject({ method: 'POST', url: '/api/auth/logout', ...text, headers: { ...text.headers, ...me.auth } }),
       500: () => failingQueries(() => app.inject({ method: 'POST', url: '/api/auth/logout', headers: me.auth })),
       503: () => down.inject({ method: 'POST', url: '/api/auth/logout', headers: me.auth })
     },
@@ -447,6 +450,7 @@ t.test('each route answers every status it documents, and documents every status
     'POST /api/auth/register': ['/api/auth/register'],
     'POST /api/auth/login': ['/api/auth/login'],
     'POST /api/auth/refresh-token': ['/api/auth/refresh-token'],
+    'POST /api/auth/logout': ['/api/auth/logout', me.auth],
     'PATCH /api/user/{id}': [`/api/user/${me.id}`, me.auth],
     'DELETE /api/user/{id}': [`/api/user/${me.id}`, me.auth],
     'POST /api/product': ['/api/product', me.auth],

@@ -7,13 +7,13 @@
  */
 import fastifyFormbody from '@fastify/formbody'
 import type { FastifyPluginAsyncTypebox, TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
-import type { FastifyReply } from 'fastify'
+import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { OriginCheck } from '../../lib/csrf.js'
 import { BadRequest } from '../../lib/problem.js'
 import { empty, header, HEADERS, json, problems, sessionAuth } from '../../lib/responses.js'
 import { deliverSession, RefreshBody, SessionResult } from '../sessions/index.js'
 import { registrationRoute, type AuthBudget } from '../users/index.js'
-import { LoginBody } from './schemas.js'
+import { LoginBody, LogoutBody } from './schemas.js'
 
 export interface AuthRoutesOptions {
   /** The per-client budget of bcrypt-costing requests (shared with the user routes). */
@@ -25,8 +25,14 @@ export interface AuthRoutesOptions {
 }
 
 const FORM = 'application/x-www-form-urlencoded'
+const JSON_TYPE = 'application/json'
 /** A base to resolve a `redirect` against: whatever it resolves to must keep this origin. */
 const LOCAL = 'http://service.invalid'
+
+/** No body at all (a browser's refresh by cookie, a bare logout) is an empty one. */
+const noBodyIsEmpty = async (request: FastifyRequest): Promise<void> => {
+  if (request.body === undefined || request.body === null) request.body = {}
+}
 
 export const authRoutes: FastifyPluginAsyncTypebox<AuthRoutesOptions> = async (app, options) => {
   registrationRoute(app, { url: '/register', operationId: 'register', tag: 'auth', summary: 'Register a user (the same operation as POST /api/user)', authBudget: options.authBudget })
@@ -44,7 +50,7 @@ export const authRoutes: FastifyPluginAsyncTypebox<AuthRoutesOptions> = async (a
         description: 'JSON or an HTML form (`application/x-www-form-urlencoded`). Token mode (JSON\'s default) returns the access and refresh tokens; ' +
           'cookie mode (forms\' default, or `"mode": "cookie"`) sets them as HttpOnly cookies instead; with `redirect` (a path of this service) it answers 303 to that path. ' +
           'A wrong password is 401 whatever the body type. A browser request from another origin is refused (403 `CSRF_REJECTED`).',
-        consumes: ['application/json', FORM],
+        consumes: [JSON_TYPE, FORM],
         body: LoginBody,
         response: {
           200: json(SessionResult, { headers: { ...HEADERS.setCookie, ...HEADERS.noStore } }),
@@ -74,56 +80,79 @@ export const authRoutes: FastifyPluginAsyncTypebox<AuthRoutesOptions> = async (a
     })
   })
 
-  app.post('/refresh-token', {
-    // No body at all (a browser's refresh, by cookie) is an empty one.
-    preValidation: async (request) => { if (request.body === undefined || request.body === null) request.body = {} },
-    schema: {
-      operationId: 'refreshSession',
-      // A browser refreshing by cookie sends no body at all.
-      'x-optional-body': true,
-      tags: ['auth'],
-      summary: 'Trade a refresh token for new access and refresh tokens (rotation)',
-      description: 'The refresh token comes from the body (`{"refreshToken": ...}`, token mode) or from the refresh cookie (cookie mode; then the origin is checked). ' +
-        'Each refresh token works once: presenting a used one again revokes the whole session (401 `REFRESH_TOKEN_REUSED`), as does a race of two refreshes with one token. ' +
-        'An expired or unknown token, or one of a session ended by logout or a password change: 401 `INVALID_REFRESH_TOKEN`. ' +
-        'After its first refresh, a session refreshes at most once per `REFRESH_MIN_INTERVAL_MS`: sooner is 429 `RATE_LIMITED` with `Retry-After`, and the token stays valid.',
-      body: RefreshBody,
-      response: { 200: json(SessionResult, { headers: { ...HEADERS.setCookie, ...HEADERS.noStore } }), ...problems(400, 401, 403, 413, 415, 429) }
-    }
-  }, async (request, reply) => {
-    const cookies = app.sessionCookies
-    let token = request.body.refreshToken
-    let mode: 'token' | 'cookie' = 'token'
-    if (token === undefined) {
-      token = cookies.refresh(request)
-      mode = 'cookie'
-      if (token === undefined) throw new BadRequest('Send the refresh token: `{"refreshToken": ...}` or the refresh cookie')
-      options.originCheck(request, { requireOrigin: true })
-    }
-    try {
-      return deliverSession(reply, cookies, await app.sessions.refresh(token), mode, options.accessTokenTtl)
-    } catch (error) {
-      // A browser whose refresh failed must log in again: drop the dead cookies.
-      if (mode === 'cookie' && (error as { statusCode?: number }).statusCode === 401) cookies.clear(reply)
-      const retryAfter = (error as { retryAfterSeconds?: number }).retryAfterSeconds
-      if (retryAfter !== undefined) reply.header('retry-after', String(retryAfter))
-      throw error
-    }
-  })
+  // Refresh and logout carry nothing a browser must type, and clients post them as they post
+  // everything else: a form (an HTML logout button), no body, or `Content-Type:
+  // application/json` with no body at all (axios and ky send that for a bodiless POST).
+  // All of them mean "no fields". A non-empty body that is not JSON stays 400 MALFORMED_JSON,
+  // other types 415: the parsers are this scope's only.
+  await app.register(async (scope) => {
+    await scope.register(fastifyFormbody)
+    const bodies = scope.withTypeProvider<TypeBoxTypeProvider>()
+    const parseJson = bodies.getDefaultJsonParser('error', 'error')
+    bodies.removeContentTypeParser(JSON_TYPE)
+    bodies.addContentTypeParser(JSON_TYPE, { parseAs: 'string' }, (request, body, done) => {
+      if (body === '') { done(null, undefined); return }
+      parseJson(request, body as string, done)
+    })
 
-  app.post('/logout', {
-    onRequest: app.authenticate,
-    schema: {
-      operationId: 'logout',
-      tags: ['auth'],
-      summary: 'End the session: its access token and refresh tokens stop working at once',
-      description: 'Authenticated by the access token (header or cookie; a cookie-authenticated logout passes the origin check). Clears the session cookies.',
-      security: sessionAuth,
-      response: { 204: empty('logged out', { ...HEADERS.clearCookie, ...HEADERS.noStore }), ...problems(401, 403) }
-    }
-  }, async (request, reply) => {
-    await app.sessions.logout(request.sessionId!)
-    app.sessionCookies.clear(reply)
-    return reply.code(204).send(null)
+    bodies.post('/refresh-token', {
+      preValidation: noBodyIsEmpty,
+      schema: {
+        operationId: 'refreshSession',
+        // A browser refreshing by cookie sends no body at all.
+        'x-optional-body': true,
+        tags: ['auth'],
+        summary: 'Trade a refresh token for new access and refresh tokens (rotation)',
+        description: 'The refresh token comes from the body (`{"refreshToken": ...}`, token mode) or from the refresh cookie (cookie mode; then the origin is checked). ' +
+          'Each refresh token works once: presenting a used one again revokes the whole session (401 `REFRESH_TOKEN_REUSED`), as does a race of two refreshes with one token. ' +
+          'An expired or unknown token, or one of a session ended by logout or a password change: 401 `INVALID_REFRESH_TOKEN`. ' +
+          'After its first refresh, a session refreshes at most once per `REFRESH_MIN_INTERVAL_MS`: sooner is 429 `RATE_LIMITED` with `Retry-After`, and the token stays valid. ' +
+          'JSON or a form; no body, `{}`, an empty form or `application/json` with an empty body all refresh by cookie.',
+        consumes: [JSON_TYPE, FORM],
+        body: RefreshBody,
+        response: { 200: json(SessionResult, { headers: { ...HEADERS.setCookie, ...HEADERS.noStore } }), ...problems(400, 401, 403, 413, 415, 429) }
+      }
+    }, async (request, reply) => {
+      const cookies = app.sessionCookies
+      let token = request.body.refreshToken
+      let mode: 'token' | 'cookie' = 'token'
+      if (token === undefined) {
+        token = cookies.refresh(request)
+        mode = 'cookie'
+        if (token === undefined) throw new BadRequest('Send the refresh token: `{"refreshToken": ...}` or the refresh cookie')
+        options.originCheck(request, { requireOrigin: true })
+      }
+      try {
+        return deliverSession(reply, cookies, await app.sessions.refresh(token), mode, options.accessTokenTtl)
+      } catch (error) {
+        // A browser whose refresh failed must log in again: drop the dead cookies.
+        if (mode === 'cookie' && (error as { statusCode?: number }).statusCode === 401) cookies.clear(reply)
+        const retryAfter = (error as { retryAfterSeconds?: number }).retryAfterSeconds
+        if (retryAfter !== undefined) reply.header('retry-after', String(retryAfter))
+        throw error
+      }
+    })
+
+    bodies.post('/logout', {
+      onRequest: app.authenticate,
+      preValidation: noBodyIsEmpty,
+      schema: {
+        operationId: 'logout',
+        // Nothing to send: a bare POST is the usual logout.
+        'x-optional-body': true,
+        tags: ['auth'],
+        summary: 'End the session: its access token and refresh tokens stop working at once',
+        description: 'Authenticated by the access token (header or cookie; a cookie-authenticated logout passes the origin check). Clears the session cookies. ' +
+          'No body is needed: none, `{}`, an empty form or `application/json` with an empty body all do.',
+        security: sessionAuth,
+        consumes: [JSON_TYPE, FORM],
+        body: LogoutBody,
+        response: { 204: empty('logged out', { ...HEADERS.clearCookie, ...HEADERS.noStore }), ...problems(400, 401, 403, 413, 415) }
+      }
+    }, async (request, reply) => {
+      await app.sessions.logout(request.sessionId!)
+      app.sessionCookies.clear(reply)
+      return reply.code(204).send(null)
+    })
   })
 }

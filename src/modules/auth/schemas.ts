@@ -30,3 +30,6 @@ export const LoginBody = Type.Object({
   mode: Type.Optional(SessionMode),
   redirect: Type.Optional(RedirectPath)
 }, { additionalProperties: false, examples: [{ username: 'alice', password: 'wonderland!' }, { identity: 'alice@example.com', password: 'wonderland!' }, { username: 'alice', password: 'wonderland!', mode: 'cookie' }] })
+
+/** Logout reads nothing from the body; one may still be sent (an HTML form's, `{}`), never with fields. */
+export const LogoutBody = Type.Object({}, { additionalProperties: false, description: 'nothing: send no body, `{}` or an empty form', examples: [{}] })
