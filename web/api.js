@@ -9,6 +9,19 @@ export class ApiError extends Error {
   }
 }
 
+let refreshing = null
+
+/**
+ * Trades the refresh cookie for new session cookies once the access cookie has expired.
+ * One refresh at a time: a refresh token works once, and a second use ends the session.
+ */
+function refresh () {
+  refreshing ??= fetch('/api/auth/refresh-token', { method: 'POST', credentials: 'same-origin' })
+    .then((res) => res.ok, () => false)
+    .finally(() => { refreshing = null })
+  return refreshing
+}
+
 export async function api (method, url, body) {
   const init = { method, headers: { accept: 'application/json' }, credentials: 'same-origin' }
   if (body instanceof FormData) init.body = body
@@ -19,6 +32,8 @@ export async function api (method, url, body) {
   let res
   try {
     res = await fetch(url, init)
+    // An expired access cookie (15 minutes by default): refresh the session, then ask again.
+    if (res.status === 401 && !url.startsWith('/api/auth/') && await refresh()) res = await fetch(url, init)
   } catch (error) {
     throw new ApiError(`The service cannot be reached (${error.message}). Check your connection and try again.`, 0)
   }

@@ -30,7 +30,7 @@ function handle (form, action) {
       await action(new FormData(form))
     } catch (failure) {
       error.textContent = failure.message
-      if (failure.status === 401 && form !== forms.login) loggedOut()
+      if (failure.status === 401 && form !== forms.login) loggedOut('Your session has ended: log in again.')
     } finally {
       button.disabled = false
     }
@@ -178,7 +178,8 @@ function item (product) {
         say(`Product "${product.title}" deleted.`)
         $('#products-title').focus()
       } catch (failure) {
-        $('#list-error').textContent = failure.message
+        if (failure.status === 401) loggedOut('Your session has ended: log in again.')
+        else $('#list-error').textContent = failure.message
       }
     })
     li.append(remove)
