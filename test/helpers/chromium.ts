@@ -41,16 +41,23 @@ export interface Site {
   context: (options?: BrowserContextOptions) => Promise<BrowserContext>
 }
 
-/** The service on a free loopback port and one Chromium, both closed at teardown. */
-export async function site (t: Tap, options: BuildOptions = {}): Promise<Site> {
+/**
+ * The service on a free loopback port and a Chromium (`shared`, or one of its own), closed at
+ * teardown. A second site of a file shares the first one's browser: a browser costs more
+ * CPU to start than an app.
+ */
+export async function site (t: Tap, options: BuildOptions = {}, shared?: Browser): Promise<Site> {
   const app = await build(t, options)
   await app.listen({ port: 0, host: '127.0.0.1' })
   const { port } = app.server.address() as { port: number }
-  const browser = await chromium.launch({ executablePath: CHROMIUM, args: ARGS, headless: true })
-  t.teardown(async () => { await browser.close() })
+  let browser = shared
+  if (browser === undefined) {
+    const launched = browser = await chromium.launch({ executablePath: CHROMIUM, args: ARGS, headless: true })
+    t.teardown(async () => { await launched.close() })
+  }
   const base = `http://127.0.0.1:${port}`
   const context = async (options: BrowserContextOptions = {}): Promise<BrowserContext> => {
-    const created = await browser.newContext({ baseURL: base, acceptDownloads: true, ...options })
+    const created = await browser!.newContext({ baseURL: base, acceptDownloads: true, ...options })
     // Each step of a flow is quick here: fail in seconds rather than after Playwright's 30.
     created.setDefaultTimeout(5000)
     return created
