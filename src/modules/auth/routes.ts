@@ -49,7 +49,8 @@ export const authRoutes: FastifyPluginAsyncTypebox<AuthRoutesOptions> = async (a
         summary: 'Log in with username (or e-mail) and password; starts a session',
         description: 'JSON or an HTML form (`application/x-www-form-urlencoded`). Token mode (JSON\'s default) returns the access and refresh tokens; ' +
           'cookie mode (forms\' default, or `"mode": "cookie"`) sets them as HttpOnly cookies instead; with `redirect` (a path of this service) it answers 303 to that path. ' +
-          'A wrong password is 401 whatever the body type. A browser request from another origin is refused (403 `CSRF_REJECTED`).',
+          'A wrong password is 401 whatever the body type. A browser request from another origin is refused (403 `CSRF_REJECTED`). ' +
+          'Cookie mode over plain HTTP to a host that is not loopback, with `COOKIE_SECURE=true`, is 400 `INSECURE_COOKIE_CONTEXT`: browsers would drop the Secure cookies.',
         consumes: [JSON_TYPE, FORM],
         body: LoginBody,
         response: {
@@ -68,6 +69,8 @@ export const authRoutes: FastifyPluginAsyncTypebox<AuthRoutesOptions> = async (a
       const mode = request.body.mode ?? (request.headers['content-type']?.toLowerCase().startsWith(FORM) === true ? 'cookie' : 'token')
       const redirect = request.body.redirect
       if (redirect !== undefined && mode !== 'cookie') throw new BadRequest('`redirect` goes with cookie mode: in token mode the tokens are in the answer\'s body')
+      // Before the password is checked: whatever it is, the browser would not keep the session.
+      if (mode === 'cookie') app.sessionCookies.assertBrowserKeeps(request)
       const account = await app.users.login(login, password, reply)
       const issued = await app.sessions.start(account)
       const session = deliverSession(reply, app.sessionCookies, issued, mode, options.accessTokenTtl)

@@ -20,6 +20,7 @@
  *   (or replay) a Set-Cookie. `no-store` alone: `Pragma: no-cache` speaks to HTTP/1.0 caches
  *   only, and HTTP caching (RFC 9111) has deprecated it.
  */
+import createError from '@fastify/error'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 
 export const ACCESS_COOKIE_PATH = '/api'
@@ -40,6 +41,11 @@ export function sessionCookieNames (secure: boolean): SessionCookieNames {
 
 export interface SessionCookies {
   names: SessionCookieNames
+  /**
+   * Throws INSECURE_COOKIE_CONTEXT when a browser would drop the cookies this request is
+   * answered with: `Secure` cookies over plain HTTP to a host that is not loopback.
+   */
+  assertBrowserKeeps: (request: FastifyRequest) => void
   /** Sets both cookies; each lives as long as its token. */
   set: (reply: FastifyReply, tokens: { accessToken: string, accessExpiresAt: Date, refreshToken: string, refreshExpiresAt: Date }) => void
   /** Expires both cookies (same name, path and attributes, or browsers keep them). */
@@ -49,6 +55,24 @@ export interface SessionCookies {
   /** The refresh token's cookie, if the request carries one. */
   refresh: (request: FastifyRequest) => string | undefined
 }
+
+/**
+ * Browsers keep a `Secure` cookie (and honour the `__Secure-` prefix) only from a secure
+ * context: HTTPS, or a loopback host, which they treat as potentially trustworthy (W3C
+ * Secure Contexts; RFC 6265bis "Secure" attribute): `localhost`, `*.localhost`,
+ * 127.0.0.0/8 and `[::1]`. From any other host over plain HTTP, Chromium drops both
+ * session cookies without a word (InvalidPrefix) and the login would look successful.
+ */
+export function isLoopback (hostname: string): boolean {
+  const host = hostname.toLowerCase().replace(/\.$/, '')
+  return host === 'localhost' || host.endsWith('.localhost') || /^127(\.\d{1,3}){3}$/.test(host) || host === '[::1]' || host === '::1'
+}
+
+/** A cookie login the browser would silently drop (docs/api.md, "Browser clients"). */
+export const InsecureCookieContext = createError('INSECURE_COOKIE_CONTEXT',
+  'Browsers drop Secure (__Secure-) cookies sent over plain HTTP to a host other than localhost, so this cookie login would silently fail: ' +
+  'serve the service over HTTPS, or behind a TLS proxy set TRUST_PROXY so the service sees X-Forwarded-Proto: https, ' +
+  'or for plain-HTTP local development set COOKIE_SECURE=false (or use token mode)', 400)
 
 export function sessionCookies (options: { secure: boolean, sameSite: 'strict' | 'none' }): SessionCookies {
   const names = sessionCookieNames(options.secure)
@@ -60,6 +84,10 @@ export function sessionCookies (options: { secure: boolean, sameSite: 'strict' |
   }
   return {
     names,
+    assertBrowserKeeps (request) {
+      if (!options.secure || request.protocol === 'https' || isLoopback(request.hostname)) return
+      throw new InsecureCookieContext()
+    },
     set (reply, tokens) {
       reply.header('cache-control', NO_STORE)
       reply.setCookie(names.access, tokens.accessToken, { ...attributes, path: ACCESS_COOKIE_PATH, maxAge: seconds(tokens.accessExpiresAt) })
