@@ -346,6 +346,8 @@ t.test('each route answers every status it documents, and documents every status
       401: () => app.inject({ method: 'DELETE', url: `/api/product/${mine}` }),
       403: () => app.inject({ method: 'DELETE', url: `/api/product/${theirs}`, headers: me.auth }),
       404: () => app.inject({ method: 'DELETE', url: '/api/product/2147483647', headers: me.auth }),
+      413: () => app.inject({ method: 'DELETE', url: `/api/product/${mine}`, headers: me.auth, payload: huge }),
+      415: () => app.inject({ method: 'DELETE', url: `/api/product/${mine}`, headers: { ...me.auth, ...text.headers }, payload: text.payload }),
       500: () => failing(app.products, 'deleteOwned', () => app.inject({ method: 'DELETE', url: `/api/product/${mine}`, headers: me.auth })),
       503: () => down.inject({ method: 'DELETE', url: `/api/product/${mine}`, headers: me.auth })
     },
@@ -382,6 +384,8 @@ t.test('each route answers every status it documents, and documents every status
       401: () => app.inject({ method: 'DELETE', url: `/api/product/${pictured}/image` }),
       403: () => app.inject({ method: 'DELETE', url: `/api/product/${pictured}/image`, headers: other.auth }),
       404: () => app.inject({ method: 'DELETE', url: `/api/product/${theirs}/image`, headers: other.auth }),
+      413: () => app.inject({ method: 'DELETE', url: `/api/product/${pictured}/image`, headers: me.auth, payload: huge }),
+      415: () => app.inject({ method: 'DELETE', url: `/api/product/${pictured}/image`, headers: { ...me.auth, ...text.headers }, payload: text.payload }),
       500: () => failing(app.productImages, 'remove', () => app.inject({ method: 'DELETE', url: `/api/product/${pictured}/image`, headers: me.auth })),
       503: () => down.inject({ method: 'DELETE', url: `/api/product/${pictured}/image`, headers: me.auth })
     },
@@ -398,6 +402,8 @@ t.test('each route answers every status it documents, and documents every status
       400: () => app.inject({ method: 'DELETE', url: '/api/admin/users/-1', headers: ADMIN }),
       401: () => app.inject({ method: 'DELETE', url: '/api/admin/users/1' }),
       404: () => app.inject({ method: 'DELETE', url: '/api/admin/users/2147483647', headers: ADMIN }),
+      413: () => app.inject({ method: 'DELETE', url: '/api/admin/users/1', headers: ADMIN, payload: huge }),
+      415: () => app.inject({ method: 'DELETE', url: '/api/admin/users/1', headers: { ...ADMIN, ...text.headers }, payload: text.payload }),
       429: () => overBudget(() => limited.inject({ method: 'DELETE', url: '/api/admin/users/1', headers: WRONG_ADMIN })),
       500: () => failing(app.users, 'delete', () => app.inject({ method: 'DELETE', url: '/api/admin/users/1', headers: ADMIN })),
       503: () => down.inject({ method: 'DELETE', url: '/api/admin/users/1', headers: ADMIN })
@@ -407,6 +413,8 @@ t.test('each route answers every status it documents, and documents every status
       400: () => app.inject({ method: 'DELETE', url: '/api/admin/products/1.5', headers: ADMIN }),
       401: () => app.inject({ method: 'DELETE', url: '/api/admin/products/1' }),
       404: () => app.inject({ method: 'DELETE', url: '/api/admin/products/2147483647', headers: ADMIN }),
+      413: () => app.inject({ method: 'DELETE', url: '/api/admin/products/1', headers: ADMIN, payload: huge }),
+      415: () => app.inject({ method: 'DELETE', url: '/api/admin/products/1', headers: { ...ADMIN, ...text.headers }, payload: text.payload }),
       429: () => overBudget(() => limited.inject({ method: 'DELETE', url: '/api/admin/products/1', headers: WRONG_ADMIN })),
       500: () => failing(app.products, 'delete', () => app.inject({ method: 'DELETE', url: '/api/admin/products/1', headers: ADMIN })),
       503: () => down.inject({ method: 'DELETE', url: '/api/admin/products/1', headers: ADMIN })
@@ -454,7 +462,11 @@ t.test('each route answers every status it documents, and documents every status
     'PATCH /api/user/{id}': [`/api/user/${me.id}`, me.auth],
     'DELETE /api/user/{id}': [`/api/user/${me.id}`, me.auth],
     'POST /api/product': ['/api/product', me.auth],
-    'POST /api/product/{id}/image': [`/api/product/${mine}/image`, { ...me.auth, 'content-type': 'multipart/form-data; boundary=b0undary' }]
+    'POST /api/product/{id}/image': [`/api/product/${mine}/image`, { ...me.auth, 'content-type': 'multipart/form-data; boundary=b0undary' }],
+    'DELETE /api/product/{id}': [`/api/product/${mine}`, me.auth],
+    'DELETE /api/product/{id}/image': [`/api/product/${pictured}/image`, me.auth],
+    'DELETE /api/admin/users/{id}': ['/api/admin/users/1', ADMIN],
+    'DELETE /api/admin/products/{id}': ['/api/admin/products/1', ADMIN]
   }
   for (const [route, statuses] of documented) {
     const [method = '', path = ''] = route.split(' ')

@@ -43,7 +43,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
       summary: 'Delete a user and their products',
       security: adminApiKey,
       params: IdParams,
-      response: { 204: deleted, ...problems(400, 401, 404, 429) }
+      response: { 204: deleted, ...problems(400, 401, 404, 413, 415, 429) }
     }
   }, async (request, reply) => {
     await users.delete(request.params.id)
@@ -57,7 +57,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
       summary: 'Delete any product',
       security: adminApiKey,
       params: IdParams,
-      response: { 204: deleted, ...problems(400, 401, 404, 429) }
+      response: { 204: deleted, ...problems(400, 401, 404, 413, 415, 429) }
     }
   }, async (request, reply) => {
     await products.delete(request.params.id)

@@ -90,7 +90,7 @@ export const productImageRoutes: FastifyPluginAsyncTypebox<ProductImageRoutesOpt
       summary: 'Remove the image of a product you created',
       security: sessionAuth,
       params: IdParams,
-      response: { 204: empty('removed'), ...problems(400, 401, 403, 404) }
+      response: { 204: empty('removed'), ...problems(400, 401, 403, 404, 413, 415) }
     }
   }, async (request, reply) => {
     await productImages.remove(request.params.id, request.currentUser!.id)

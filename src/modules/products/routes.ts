@@ -114,7 +114,7 @@ export const productRoutes: FastifyPluginAsyncTypebox<ProductRoutesOptions> = as
       summary: 'Delete a product you created (and its image)',
       security: sessionAuth,
       params: IdParams,
-      response: { 204: empty('deleted'), ...problems(400, 401, 403, 404) }
+      response: { 204: empty('deleted'), ...problems(400, 401, 403, 404, 413, 415) }
     }
   }, async (request, reply) => {
     await products.deleteOwned(request.params.id, request.currentUser!.id)
