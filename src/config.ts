@@ -245,6 +245,11 @@ const products = Type.Object({
     description: 'products one user may hold: a seller lists a catalogue, a stolen or scripted token must not fill the database; past it, creating one is 409 `PRODUCT_QUOTA_EXCEEDED`'
   }),
   imageMaxBytes: Type.Integer({ env: 'IMAGE_MAX_BYTES', default: 5_242_880, minimum: 1024, maximum: 104_857_600, description: 'largest product image (PNG, JPEG or WebP), in bytes (413 past it)' }),
+  imageCrossOriginResourcePolicy: Type.Union([Type.Literal('same-origin'), Type.Literal('same-site'), Type.Literal('cross-origin')], {
+    env: 'IMAGE_CROSS_ORIGIN_RESOURCE_POLICY',
+    default: 'same-origin',
+    description: '`Cross-Origin-Resource-Policy` of `GET /api/product/{id}/image`: `same-origin` (browsers show the images on the service\'s own pages only), `same-site` (also on a front-end of the same site, `app.example.com` beside `api.example.com`) or `cross-origin` (an `<img>` on any site; the images are public anyway)'
+  }),
   imageBytesPerUser: Type.Integer({
     env: 'IMAGE_BYTES_MAX_PER_USER',
     default: 104_857_600,

@@ -21,12 +21,21 @@ const IMAGE_HEADERS = {
   'Last-Modified': header('when the image was stored'),
   'Cache-Control': header('`public, no-cache`: cached, revalidated before each use'),
   'Accept-Ranges': header('`bytes`'),
-  'Content-Disposition': header('`inline; filename="product-<id>.<png|jpg|webp>"`')
+  'Content-Disposition': header('`inline; filename="product-<id>.<png|jpg|webp>"`'),
+  'Cross-Origin-Resource-Policy': header('`IMAGE_CROSS_ORIGIN_RESOURCE_POLICY` (`same-origin` by default): which origins\' pages may show the image')
 }
+
+export type ImageCorp = 'same-origin' | 'same-site' | 'cross-origin'
 
 export interface ProductImageRoutesOptions {
   /** IMAGE_MAX_BYTES. */
   maxBytes: number
+  /**
+   * IMAGE_CROSS_ORIGIN_RESOURCE_POLICY. helmet sends `same-origin` on every answer, which
+   * keeps an `<img>` of another origin (even the same site) from showing the image; the
+   * images are public, so a front-end elsewhere may be let in (Fetch standard, "Cross-Origin-Resource-Policy").
+   */
+  crossOriginResourcePolicy: ImageCorp
 }
 
 export const productImageRoutes: FastifyPluginAsyncTypebox<ProductImageRoutesOptions> = async (app, options) => {
@@ -79,6 +88,8 @@ export const productImageRoutes: FastifyPluginAsyncTypebox<ProductImageRoutesOpt
       }
     }
   }, async (request, reply) => {
+    // On errors too: a 404 or 416 read by another origin's page is as harmless as the image.
+    reply.header('cross-origin-resource-policy', options.crossOriginResourcePolicy)
     return await productImages.send(request, reply, await products.get(request.params.id))
   })
 

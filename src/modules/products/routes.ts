@@ -7,12 +7,14 @@ import createError from '@fastify/error'
 import { empty, header, json, problems, sessionAuth } from '../../lib/responses.js'
 import { IdParams } from '../../lib/schemas.js'
 import { CSV_CONTENT_TYPE } from './csv.js'
-import { productImageRoutes, PRODUCT_IMAGE_ROUTE } from './image-routes.js'
+import { productImageRoutes, PRODUCT_IMAGE_ROUTE, type ImageCorp } from './image-routes.js'
 import { CATALOGUE_CSV_EXAMPLE, CatalogueCsv, catalogueQuery, PRODUCT_PAGE_EXAMPLE, CreateProductBody, JSON_MAX_LIMIT, Product, ProductPage } from './schemas.js'
 
 export interface ProductRoutesOptions {
   /** IMAGE_MAX_BYTES. */
   imageMaxBytes: number
+  /** IMAGE_CROSS_ORIGIN_RESOURCE_POLICY. */
+  imageCrossOriginResourcePolicy: ImageCorp
   /** CSV_MAX_ROWS: the largest `limit` of a CSV page. */
   csvMaxRows: number
 }
@@ -121,5 +123,5 @@ export const productRoutes: FastifyPluginAsyncTypebox<ProductRoutesOptions> = as
     return reply.code(204).send(null)
   })
 
-  await app.register(productImageRoutes, { maxBytes: options.imageMaxBytes })
+  await app.register(productImageRoutes, { maxBytes: options.imageMaxBytes, crossOriginResourcePolicy: options.imageCrossOriginResourcePolicy })
 }
