@@ -37,9 +37,24 @@ async function blockUntilSeen (app: TestApp): Promise<number> {
   throw new Error('the sampler never saw the blocked loop')
 }
 
+/**
+ * Polls `url` until it answers 200 (at most 10 s): the status and how long it took. On a
+ * machine loaded by other builds the app's own start or a starved process can make a real
+ * delay past the threshold; the state under test is a free loop, which a later sample shows.
+ */
+async function servedWithin (app: TestApp, url: string): Promise<{ status: number, ms: number }> {
+  const start = Date.now()
+  let status = 0
+  while (status !== 200 && Date.now() - start < 10_000) {
+    if (status !== 0) await new Promise((resolve) => setTimeout(resolve, 50))
+    status = (await app.inject({ method: 'GET', url })).statusCode
+  }
+  return { status, ms: Date.now() - start }
+}
+
 t.test('a blocked event loop: 503 OVERLOADED with Retry-After; live and metrics served; then recovery', async (t) => {
   const app = await build(t, { env: SHEDDING_ENV, tuning: SHEDDING_TUNING })
-  t.equal((await app.inject({ method: 'GET', url: '/api/product' })).statusCode, 200, 'served before')
+  t.equal((await servedWithin(app, '/api/product')).status, 200, 'served before')
 
   const delay = await blockUntilSeen(app)
   t.ok(delay > THRESHOLD_MS, `the sampler saw ${Math.round(delay)} ms of delay`)
@@ -60,18 +75,13 @@ t.test('a blocked event loop: 503 OVERLOADED with Retry-After; live and metrics 
   t.equal(metrics.statusCode, 200, '/metrics is served while shedding')
 
   // Recovery: once a sample without the block is taken, requests are served again.
-  const start = Date.now()
-  let status = 503
-  while (status === 503 && Date.now() - start < 10_000) {
-    await new Promise((resolve) => setTimeout(resolve, 50))
-    status = (await app.inject({ method: 'GET', url: '/api/product' })).statusCode
-  }
-  t.equal(status, 200, `served again ${Date.now() - start} ms later`)
-  t.equal((await app.inject({ method: 'GET', url: '/health/ready' })).statusCode, 200, 'ready again')
+  const again = await servedWithin(app, '/api/product')
+  t.equal(again.status, 200, `served again ${again.ms} ms later`)
+  t.equal((await servedWithin(app, '/health/ready')).status, 200, 'ready again')
 
   const text = (await app.inject({ method: 'GET', url: '/metrics', headers: { authorization: `Bearer ${ADMIN_KEY}` } })).body
   t.match(text, /^http_load_shed_total\{reason="event_loop"\} ([3-9]|\d\d+)$/m, 'shed requests counted by reason (three at least)')
-  t.match(text, /^http_request_duration_seconds_count\{method="GET",route="\/health\/ready",status_code="503"\} 1$/m)
+  t.match(text, /^http_request_duration_seconds_count\{method="GET",route="\/health\/ready",status_code="503"\} [1-9]\d*$/m, 'the shed /health/ready counted')
 })
 
 t.test('a blocked event loop over real HTTP: refused by admission, before Fastify', async (t) => {
