@@ -45,7 +45,7 @@ export const productRoutes: FastifyPluginAsyncTypebox<ProductRoutesOptions> = as
       operationId: 'listProducts',
       tags: ['products'],
       summary: 'List products, oldest first, a page at a time: JSON, or CSV for Accept: text/csv',
-      description: 'Negotiated on Accept (`Vary: Accept`): JSON by default, `text/csv` when preferred (the same page, streamed, a header row, cells that a spreadsheet would run as formulas prefixed with `\'`; the next page in `Link: <...>; rel="next"`). 406 when neither is acceptable.',
+      description: 'Negotiated on Accept (`Vary: Accept`), unless `format` names the representation (`?format=csv`: a download link): JSON by default, `text/csv` when preferred (the same page, streamed, a header row, cells that a spreadsheet would run as formulas prefixed with `\'`; the next page in `Link: <...>; rel="next"`). 406 when neither is acceptable.',
       querystring: catalogueQuery(options.csvMaxRows),
       response: {
         200: {
@@ -68,13 +68,14 @@ export const productRoutes: FastifyPluginAsyncTypebox<ProductRoutesOptions> = as
     // Offered with the parameters each answer carries, so that an Accept range naming them
     // (`text/csv; charset=utf-8`, `;header=present`) is satisfied, and one naming others
     // (`charset=iso-8859-1`, `header=absent`) is not (docs/api.md, "CSV").
-    const type = request.accepts(JSON_OFFER, CSV_CONTENT_TYPE)
+    const format = request.query.format
+    const type = format === 'csv' ? CSV_CONTENT_TYPE : format === 'json' ? JSON_OFFER : request.accepts(JSON_OFFER, CSV_CONTENT_TYPE)
     if (type === '') throw new NotAcceptable()
     if (type === CSV_CONTENT_TYPE) {
       const page = await products.csvPage(request.query, imageUrl)
       if (page.nextCursor !== null) {
         const path = request.url.split('?')[0] ?? ''
-        reply.links(`${path}?limit=${request.query.limit}&cursor=${page.nextCursor}`, 'next')
+        reply.links(`${path}?limit=${request.query.limit}&cursor=${page.nextCursor}${format === undefined ? '' : `&format=${format}`}`, 'next')
       }
       return await reply.type(CSV_CONTENT_TYPE).header('content-disposition', 'attachment; filename="products.csv"').send(page.body as never)
     }

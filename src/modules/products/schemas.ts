@@ -44,7 +44,12 @@ export function catalogueQuery (csvMaxRows: number) {
         { type: 'integer', maximum: csvMaxRows, title: 'CSV page', description: `a CSV page (Accept: text/csv): at most ${csvMaxRows}` }
       ]
     }),
-    cursor: Type.Optional(Type.Integer({ minimum: 0, maximum: MAX_INT4, description: 'the `nextCursor` of the previous page (CSV: the `cursor` of the `Link: rel="next"` header)' }))
+    cursor: Type.Optional(Type.Integer({ minimum: 0, maximum: MAX_INT4, description: 'the `nextCursor` of the previous page (CSV: the `cursor` of the `Link: rel="next"` header)' })),
+    // A link cannot set Accept: a browser navigation or `<a download>` asks for HTML and
+    // anything else, which negotiation answers with JSON.
+    format: Type.Optional(Type.Union([Type.Literal('json'), Type.Literal('csv')], {
+      description: 'the representation, whatever Accept says: `csv` for a plain link or `<a download>` (a browser\'s Accept gets JSON); absent: negotiated on Accept'
+    }))
   }, { additionalProperties: false })
 }
 
