@@ -41,12 +41,15 @@ if (chromiumAvailable(t)) {
 
     await flow(t, browser, 'profile change', async (t, page) => {
       await page.goto('/')
+      // The profile shows once the account is read, with its fields filled in the same turn.
+      await page.locator('#profile').waitFor()
       const email = `changed.${user.email}`
       await page.getByLabel('Name', { exact: true }).fill('Augusta Ada King')
       await page.locator('#details-email').fill(email)
       await page.getByRole('button', { name: 'Save' }).click()
       await t.resolves(page.getByRole('status').filter({ hasText: 'Profile saved.' }).waitFor())
       await page.reload()
+      await page.locator('#profile').waitFor()
       t.equal(await page.getByLabel('Name', { exact: true }).inputValue(), 'Augusta Ada King', 'kept after a reload')
       t.equal(await page.locator('#details-email').inputValue(), email)
       user.email = email
@@ -167,6 +170,7 @@ if (chromiumAvailable(t)) {
         await t.resolves(page.getByRole('status').filter({ hasText: 'Profile saved.' }).waitFor())
         t.same(refreshes, [200], 'one refresh')
         await page.reload()
+        await page.locator('#profile').waitFor()
         t.equal(await page.getByLabel('Name', { exact: true }).inputValue(), 'Renewed', 'saved: the name is there after a reload')
       })
 
