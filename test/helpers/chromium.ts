@@ -58,8 +58,10 @@ export async function site (t: Tap, options: BuildOptions = {}, shared?: Browser
   const base = `http://127.0.0.1:${port}`
   const context = async (options: BrowserContextOptions = {}): Promise<BrowserContext> => {
     const created = await browser!.newContext({ baseURL: base, acceptDownloads: true, ...options })
-    // Each step of a flow is quick here: fail in seconds rather than after Playwright's 30.
-    created.setDefaultTimeout(5000)
+    // Every wait ends when its condition holds; the bound only decides how long a broken
+    // step takes to fail. 5 s was too short beside the rest of the suite on two cores:
+    // Swagger UI's first render of the document took longer there.
+    created.setDefaultTimeout(20_000)
     return created
   }
   return { app, base, browser, context }
