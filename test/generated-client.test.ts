@@ -54,6 +54,12 @@ export async function run (baseUrl: string, adminKey: string, png: Uint8Array<Ar
     for (const [key, value] of Object.entries(body)) if (value !== undefined) fields.set(key, value)
     return fields
   }
+  const imagePart = (body: { image: Blob }): FormData => {
+    const parts = new FormData()
+    parts.set('image', body.image, 'lamp.png')
+    return parts
+  }
+
   const cookieHeader = (response: Response): string => response.headers.getSetCookie().map((line) => line.split(';')[0]).join('; ')
 
   const live = await api.GET('/health/live')
@@ -155,11 +161,7 @@ export async function run (baseUrl: string, adminKey: string, png: Uint8Array<Ar
   const uploaded = await api.POST('/api/product/{id}/image', {
     params: { path: { id: productId } },
     body: { image },
-    bodySerializer: (body) => {
-      const parts = new FormData()
-      parts.set('image', body.image, 'lamp.png')
-      return parts
-    },
+    bodySerializer: imagePart,
     headers: bearer()
   })
   note('uploadProductImage', uploaded.response)
@@ -168,11 +170,7 @@ export async function run (baseUrl: string, adminKey: string, png: Uint8Array<Ar
   const replaced = await api.POST('/api/product/{id}/image', {
     params: { path: { id: productId } },
     body: { image },
-    bodySerializer: (body) => {
-      const parts = new FormData()
-      parts.set('image', body.image, 'lamp.png')
-      return parts
-    },
+    bodySerializer: imagePart,
     headers: { cookie: freshCookies, origin: baseUrl }
   })
   note('uploadProductImage cookie', replaced.response)
