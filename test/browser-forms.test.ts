@@ -4,9 +4,11 @@
  * `Sec-Fetch-Site: same-origin` on a same-origin form post (the Fetch standard, "append a
  * request `Origin` header"); that must pass the origin check, and `null` from anywhere else
  * must not. Then the form's outcomes: 200, 401 for a wrong password, and the 303 of `redirect`.
+ * A refusal of a navigation (`Sec-Fetch-Dest: document`) is the problem as an HTML page; of
+ * anything else, the JSON problem.
  */
-import t from 'tap'
-import { assertProblem } from './helpers/assertions.js'
+import t, { type Test } from 'tap'
+import { assertProblem, assertProblemPage, type Answer } from './helpers/assertions.js'
 import { build, newUser, type TestApp } from './helpers/build.js'
 import { ACCESS, REFRESH, SELF, browser, cookie } from './helpers/browser.js'
 
@@ -18,6 +20,12 @@ async function registered (app: TestApp) {
   const user = newUser()
   const created = await app.inject({ method: 'POST', url: '/api/user', payload: user })
   return { ...user, id: created.json().id as number }
+}
+
+/** The refusal in the shape the request asked for: a page for a navigation, else JSON. */
+const assertRefused = (t: Test, res: Answer, sent: Record<string, string>, status: number, code: string): void => {
+  if (sent['sec-fetch-dest'] === 'document') assertProblemPage(t, res, status, code)
+  else assertProblem(t, res, status, code)
 }
 
 const post = async (app: TestApp, fields: Record<string, string>, headers: Record<string, string> = CHROMIUM_NULL) =>
@@ -41,7 +49,7 @@ t.test('Origin: null passes only with Sec-Fetch-Site: same-origin', async (t) =>
   ]
   for (const [name, headers] of hostile) {
     const res = await post(app, { username: u.username, password: u.password }, headers)
-    assertProblem(t, res, 403, 'CSRF_REJECTED')
+    assertRefused(t, res, headers, 403, 'CSRF_REJECTED')
     t.same(res.cookies, [], `${name}: refused, no cookie`)
   }
 
@@ -50,7 +58,7 @@ t.test('Origin: null passes only with Sec-Fetch-Site: same-origin', async (t) =>
     const patch = async (headers: Record<string, string>, names: string) =>
       await app.inject({ method: 'PATCH', url: `/api/user/${me.id}`, headers: { ...headers, cookie: `${ACCESS}=${me.access}` }, payload: { names } })
     t.equal((await patch({ ...CHROMIUM_NULL, 'sec-fetch-mode': 'cors', 'sec-fetch-dest': 'empty' }, 'Same origin')).statusCode, 200, 'Origin null, same-origin: allowed')
-    for (const [, headers] of hostile) assertProblem(t, await patch(headers, 'Hacked'), 403, 'CSRF_REJECTED')
+    for (const [, headers] of hostile) assertRefused(t, await patch(headers, 'Hacked'), headers, 403, 'CSRF_REJECTED')
     const refresh = await app.inject({ method: 'POST', url: '/api/auth/refresh-token', headers: { host: 'localhost', origin: 'null', 'sec-fetch-site': 'cross-site', cookie: `${REFRESH}=${me.refresh}` } })
     assertProblem(t, refresh, 403, 'CSRF_REJECTED')
     t.equal((await app.inject({ method: 'GET', url: `/api/user/${me.id}`, headers: { cookie: `${ACCESS}=${me.access}` } })).json().names, 'Same origin', 'no refused request changed anything')
@@ -62,7 +70,7 @@ t.test('a wrong password on a form is 401, as in JSON', async (t) => {
   const u = await registered(app)
   for (const headers of [CHROMIUM_NULL as Record<string, string>, { host: 'localhost', origin: SELF, 'sec-fetch-site': 'same-origin' }, { host: 'localhost' }]) {
     const res = await post(app, { username: u.username, password: 'not the password' }, headers)
-    assertProblem(t, res, 401, 'UNAUTHORIZED')
+    assertRefused(t, res, headers, 401, 'UNAUTHORIZED')
     t.same(res.cookies, [], 'no cookie')
   }
 })
@@ -87,8 +95,8 @@ t.test('redirect: a 303 to a path of this service after a form login, never else
     '/\n/evil.com', ' /docs', '/docs ', '/d\u00f6cs', 'docs', '', '/' + 'a'.repeat(2048), 'data:text/html,x']
   for (const path of elsewhere) {
     const res = await post(app, { username: u.username, password: u.password, redirect: path })
-    const body = assertProblem(t, res, 400, 'VALIDATION_FAILED')
-    t.match(body.errors, [{ in: 'body', field: '/redirect' }], `${JSON.stringify(path)}: refused naming the field`)
+    const page = assertProblemPage(t, res, 400, 'VALIDATION_FAILED')
+    t.match(page, '<li><code>/redirect</code>', `${JSON.stringify(path)}: refused naming the field`)
     t.notOk(res.headers.location, 'no Location')
     t.same(res.cookies, [], 'no cookie')
   }
@@ -98,10 +106,10 @@ t.test('redirect: a 303 to a path of this service after a form login, never else
   t.notOk(token.json().token, 'token mode with redirect: refused, no tokens')
 
   const wrong = await post(app, { username: u.username, password: 'not the password', redirect: '/docs' })
-  assertProblem(t, wrong, 401, 'UNAUTHORIZED')
+  assertProblemPage(t, wrong, 401, 'UNAUTHORIZED')
   t.notOk(wrong.headers.location, 'a failed login answers its problem, not the redirect')
   const cross = await post(app, { username: u.username, password: u.password, redirect: '/docs' }, { ...CHROMIUM_NULL, 'sec-fetch-site': 'cross-site' })
-  assertProblem(t, cross, 403, 'CSRF_REJECTED')
+  assertProblemPage(t, cross, 403, 'CSRF_REJECTED')
 })
 
 t.test('over real HTTP: the form post a browser sends, and the answer it reads', async (t) => {
@@ -131,4 +139,30 @@ t.test('over real HTTP: the form post a browser sends, and the answer it reads',
   const cross = await form({ username: u.username, password: u.password }, { 'sec-fetch-site': 'cross-site' })
   t.equal(cross.status, 403)
   t.equal((await cross.json() as { code: string }).code, 'CSRF_REJECTED')
+})
+
+t.test('a navigation\'s error is a page: escaped, with a way back that stays on this host; fetches keep JSON', async (t) => {
+  const app = await build(t)
+  const navigate = { host: 'localhost', 'sec-fetch-site': 'same-origin', 'sec-fetch-mode': 'navigate', 'sec-fetch-dest': 'document' }
+  const get = async (url: string, headers: Record<string, string>) => await app.inject({ method: 'GET', url, headers })
+
+  // A form's field names come back in the field errors: a hostile page may pick them.
+  const hostile = await post(app, { username: 'someone', password: 'a password', '"><script>alert(1)</script>': 'x' })
+  const page = assertProblemPage(t, hostile, 400, 'VALIDATION_FAILED')
+  t.notMatch(page, '<script>', 'what the client sent is text on the page, never markup')
+  t.match(page, '<li><code>/&quot;&gt;&lt;script&gt;alert(1)&lt;/script&gt;</code> is not allowed</li>', 'escaped')
+  t.match(hostile.headers.vary, /Sec-Fetch-Dest/, 'Vary: Sec-Fetch-Dest (the representation depends on it)')
+  t.match(page, '<a href="/">Go back</a>', 'no Referer: back to the app')
+
+  const back = async (referer: string): Promise<string | undefined> => /<a href="([^"]*)">Go back<\/a>/.exec((await get('/nope', { ...navigate, referer })).body)?.[1]
+  t.equal(await back('http://localhost/account?tab=2'), '/account?tab=2', 'a page of this host: back to it')
+  for (const referer of ['http://evil.example/phish', 'http://localhost.evil.example/', 'http://localhost//evil.example/x', 'not a url']) {
+    t.equal(await back(referer), '/', `${referer}: back to the app, never elsewhere`)
+  }
+  t.equal(await back('http://localhost/a"onmouseover="x'), '/a%22onmouseover=%22x', 'a quote cannot leave the attribute')
+
+  const others: Array<Record<string, string>> = [{}, { ...navigate, 'sec-fetch-mode': 'cors', 'sec-fetch-dest': 'empty' }, { accept: 'text/html' }]
+  for (const headers of others) {
+    assertProblem(t, await get('/nope', headers), 404, 'NOT_FOUND')
+  }
 })

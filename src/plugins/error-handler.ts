@@ -130,10 +130,46 @@ function defaultCode (status: number): string {
   }
 }
 
+const ESCAPES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' }
+const escape = (text: string): string => text.replace(/[&<>"']/g, (c) => ESCAPES[c] ?? c)
+
+/**
+ * Where the error page's link goes: back to the page the browser came from when it is one of
+ * this host's (a form of the web app), else the web app's start. Only a path leaves here, so
+ * the link cannot lead to another site whatever the Referer says.
+ */
+function backTo (request: FastifyRequest): string {
+  const referer = request.headers.referer
+  if (referer === undefined) return '/'
+  try {
+    const from = new URL(referer)
+    const path = from.pathname + from.search
+    return from.host === request.host && !path.startsWith('//') ? path : '/'
+  } catch { return '/' }
+}
+
+/**
+ * The problem as a page, for a browser that navigates to the answer (a form posted without
+ * JavaScript, a link followed): the same status, code and detail, readable, with a way back.
+ * Scripts' fetches (`Sec-Fetch-Dest: empty`) and every other client keep the JSON.
+ */
+function problemPage (body: ProblemBody, back: string): string {
+  const errors = body.errors === undefined
+    ? ''
+    : `<ul>${body.errors.map((e) => `<li><code>${escape(e.field || '(whole)')}</code> ${escape(e.message)}</li>`).join('')}</ul>`
+  return '<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">' +
+    `<title>${body.status} ${escape(body.title)}</title></head><body><main><h1>${escape(body.title)}</h1><p>${escape(body.detail)}</p>${errors}` +
+    `<p><a href="${escape(back)}">Go back</a></p><p><small>Error <code>${escape(body.code)}</code>, request <code>${escape(body.requestId)}</code></small></p></main></body></html>`
+}
+
 export function sendProblem (reply: FastifyReply, body: ProblemBody): FastifyReply {
   if (body.status === 401 && !reply.hasHeader('www-authenticate')) reply.header('www-authenticate', 'Bearer')
   if (body.status === 503 && !reply.hasHeader('retry-after')) reply.header('retry-after', '5')
-  return reply.code(body.status).type(PROBLEM_CONTENT_TYPE).send(body)
+  const vary = reply.getHeader('vary')
+  reply.code(body.status).header('vary', vary === undefined ? 'Sec-Fetch-Dest' : `${String(vary)}, Sec-Fetch-Dest`)
+  const request = reply.request
+  if (request.headers['sec-fetch-dest'] === 'document') return reply.type('text/html; charset=utf-8').send(problemPage(body, backTo(request)))
+  return reply.type(PROBLEM_CONTENT_TYPE).send(body)
 }
 
 /**

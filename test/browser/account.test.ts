@@ -89,12 +89,23 @@ if (chromiumAvailable(t)) {
       t.equal(await page.locator('#details-email').inputValue(), user.email)
     })
 
-    await flow(t, await context({ javaScriptEnabled: false }), 'log in with JavaScript off: the form posts, the cookies are set, the browser lands on the app', async (t, page) => {
+    await flow(t, await context({ javaScriptEnabled: false }), 'log in with JavaScript off: a wrong password shows a page with the detail and a way back; then the form posts, the cookies are set, the browser lands on the app', async (t, page) => {
       const noScript = page.context()
       await page.goto('/')
       t.ok(await page.getByText('logging in works without it').isVisible(), 'the note for browsers without JavaScript')
       t.notOk(await page.locator('#signup').isVisible(), 'sign-up needs JavaScript, so it is not offered')
       const form = page.locator('#login')
+      await form.getByLabel('Username or e-mail').fill(user.email)
+      await form.getByLabel('Password').fill('not the password')
+      const [refused] = await Promise.all([
+        page.waitForResponse((r) => r.url().endsWith('/api/auth/login')),
+        form.getByRole('button', { name: 'Log in' }).click()
+      ])
+      t.equal(refused.status(), 401, 'a wrong password is 401')
+      await page.getByRole('heading', { name: 'Unauthorized' }).waitFor()
+      t.match(await page.locator('main').textContent(), /username|password/i, 'a page with the problem\'s detail, not a JSON body')
+      await page.getByRole('link', { name: 'Go back' }).click()
+      await page.waitForURL(base + '/')
       await form.getByLabel('Username or e-mail').fill(user.email)
       await form.getByLabel('Password').fill(newPassword)
       const [answer] = await Promise.all([
