@@ -46,21 +46,3 @@ export async function api (method, url, body) {
   }
   return data
 }
-
-/** Downloads `url` as `name`, asking for `type` (the catalogue's CSV is chosen by Accept). */
-export async function download (url, type, name) {
-  const res = await fetch(url, { headers: { accept: type } }).catch((error) => {
-    throw new ApiError(`The service cannot be reached (${error.message}).`, 0)
-  })
-  if (!res.ok) {
-    const data = await res.json().catch(() => null)
-    throw new ApiError(data?.detail ?? `The service answered ${res.status}.`, res.status, data?.code)
-  }
-  const link = document.createElement('a')
-  link.href = URL.createObjectURL(await res.blob())
-  link.download = name
-  document.body.append(link)
-  link.click()
-  link.remove()
-  setTimeout(() => URL.revokeObjectURL(link.href), 10_000)
-}

@@ -1,6 +1,6 @@
 // The web app: one page whose sections are shown by state (logged in or not). Every form
 // reports its errors in its own role=alert paragraph; successes go to the status line.
-import { api, download } from './api.js'
+import { api } from './api.js'
 
 const $ = (selector) => document.querySelector(selector)
 const PAGE = 10
@@ -208,15 +208,6 @@ function reload () {
 }
 
 $('#more').addEventListener('click', more)
-$('#csv').addEventListener('click', async () => {
-  $('#list-error').textContent = ''
-  try {
-    await download('/api/product?limit=10000', 'text/csv', 'products.csv')
-    say('Catalogue downloaded.')
-  } catch (failure) {
-    $('#list-error').textContent = failure.message
-  }
-})
 
 async function start () {
   const id = localStorage.getItem('userId')
