@@ -15,11 +15,14 @@
  * - the attacker, cross-site: http://localhost:<evil port>. `localhost` and `127.0.0.1` are
  *   different sites, so Chromium withholds the SameSite=Strict cookies: the request arrives
  *   unauthenticated (401), the defence in depth that a same-site attacker does not face.
+ * Then a front-end on another site (http://localhost:<port>) in cookie mode, with
+ * COOKIE_SAMESITE=none: in a profile that allows third-party cookies and in one that blocks
+ * them; and a third site ([::1]) whose form the origin check alone must refuse.
  */
 import { createServer, type Server } from 'node:http'
 import t from 'tap'
 import type { Page } from 'playwright-core'
-import { chromiumAvailable, flow, site } from '../helpers/chromium.js'
+import { chromiumAvailable, flow, site, thirdPartyCookiesAllowed } from '../helpers/chromium.js'
 import { registerAndLogin } from '../helpers/build.js'
 
 /** A static page server: `pages` maps a path to its HTML (set by the test before a visit). */
@@ -194,5 +197,52 @@ if (chromiumAvailable(t)) {
         t.equal(await sessionWorks(page), 200, 'the victim\'s cookie session still works: not logged out')
       })
     }
+  })
+
+  // README "Browsers", the "another site" row: a front-end at http://localhost:<port> calling
+  // the service at http://127.0.0.1:<port> (different sites) in cookie mode.
+  t.test('a front-end on another site in cookie mode (COOKIE_SAMESITE=none)', async (t) => {
+    const front = await pageServer(t, '::')
+    const evil = await pageServer(t, '::')
+    const frontOrigin = `http://localhost:${front.port}`
+    const { app, base, context } = await site(t, { env: { CORS_ORIGINS: frontOrigin, COOKIE_SAMESITE: 'none' } })
+    const requests = watch(app.server)
+    front.pages.set('/', '<!doctype html><title>front-end</title><p>front-end</p>')
+    const user = await registerAndLogin(app)
+    const names = async (): Promise<string | null> => (await app.inject({ method: 'GET', url: `/api/user/${user.id}`, headers: user.auth })).json().names
+    const logIn = async (page: Page) => await pageFetch(page, `${base}/api/auth/login`, {
+      method: 'POST',
+      credentials: 'include',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ username: user.username, password: user.password, mode: 'cookie' })
+    })
+
+    await flow(t, await thirdPartyCookiesAllowed(t, base), 'where the browser allows third-party cookies: log in, read and change by cookie', async (t, page) => {
+      await page.goto(`${frontOrigin}/`)
+      t.match(await logIn(page), { status: 200, body: { mode: 'cookie', userId: user.id } }, 'login, cookie mode')
+      t.match(await pageFetch(page, `${base}/api/user/${user.id}`, { credentials: 'include' }), { status: 200, body: { username: user.username } }, 'the cookie authenticates a read')
+      const patch = await pageFetch(page, `${base}/api/user/${user.id}`, { method: 'PATCH', credentials: 'include', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ names: 'Other Site' }) })
+      t.equal(patch.status, 200, `a cookie-authenticated PATCH from the listed origin (${JSON.stringify(patch)})`)
+      t.equal(await names(), 'Other Site', 'stored')
+
+      // SameSite=None cookies go with every site's requests now: the origin check alone
+      // stands between another site's page and the session.
+      const evilOrigin = `http://[::1]:${evil.port}`
+      evil.pages.set('/form-product', selfSubmittingForm(`${base}/api/product`, 'text/plain', { '{"title":"pwned","amount":1,"x":"': '"}' }))
+      const [answer] = await Promise.all([
+        page.waitForResponse((r) => r.url() === `${base}/api/product` && r.request().method() === 'POST'),
+        page.goto(`${evilOrigin}/form-product`)
+      ])
+      t.equal(answer.status(), 403, 'an unlisted site\'s self-submitting form is refused')
+      t.match(await answer.text(), '<code>CSRF_REJECTED</code>', 'by the origin check, so the cookie went with it')
+      t.match(requests().filter((r) => r.origin === evilOrigin), [{ method: 'POST', url: '/api/product', status: 403 }], 'the one request of that site, refused')
+      t.equal((await app.inject({ method: 'GET', url: '/api/product?limit=100' })).json().items.length, 0, 'nothing created')
+    })
+
+    await flow(t, await context(), 'where the browser blocks third-party cookies (Safari, private windows): logged in, but the cookies never come back', async (t, page) => {
+      await page.goto(`${frontOrigin}/`)
+      t.match(await logIn(page), { status: 200 }, 'the login itself succeeds')
+      t.match(await pageFetch(page, `${base}/api/user/${user.id}`, { credentials: 'include' }), { status: 401 }, 'the next request carries no cookie: 401, hence token mode for such front-ends')
+    })
   })
 }

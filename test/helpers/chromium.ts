@@ -6,7 +6,7 @@
  * console under the OS temp dir and prints where.
  */
 import { existsSync } from 'node:fs'
-import { mkdir, writeFile } from 'node:fs/promises'
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
 import { chromium, type Browser, type BrowserContext, type BrowserContextOptions, type Page } from 'playwright-core'
@@ -65,6 +65,25 @@ export async function site (t: Tap, options: BuildOptions = {}, shared?: Browser
     return created
   }
   return { app, base, browser, context }
+}
+
+/**
+ * A Chromium profile whose settings allow third-party cookies, as a regular Chrome profile's
+ * do by default (`profile.cookie_controls_mode` 0). The contexts of `site` are off the
+ * record, where Chromium blocks them (blocked reason `UserPreferences`), as Safari does
+ * everywhere. Closed and removed at teardown.
+ */
+export async function thirdPartyCookiesAllowed (t: Tap, base: string): Promise<BrowserContext> {
+  const profile = await mkdtemp(path.join(tmpdir(), 'chromium-profile-'))
+  await mkdir(path.join(profile, 'Default'))
+  await writeFile(path.join(profile, 'Default', 'Preferences'), JSON.stringify({ profile: { cookie_controls_mode: 0 } }))
+  const context = await chromium.launchPersistentContext(profile, { executablePath: CHROMIUM, args: ARGS, headless: true, baseURL: base })
+  context.setDefaultTimeout(20_000)
+  t.teardown(async () => {
+    await context.close()
+    await rm(profile, { recursive: true, force: true })
+  })
+  return context
 }
 
 const artifacts = path.join(tmpdir(), `browser-tests-${process.pid}`)
