@@ -2,6 +2,11 @@
  * Before/after of one route: GET /api/user/:id on the working tree and on other versions of
  * the service (AB_TREES: git revisions or project copies, comma-separated), interleaved in
  * every pass (the order rotates from pass to pass), each on the same database and users.
+ * Two names in AB_TREES are not versions:
+ * - `floor`: bench/servers/floor.ts, the same read with node:http and one prepared pg query
+ *   (no framework, no token): the working tree's req/s over the floor's is the share of the
+ *   physical limit the service reaches;
+ * - `cookie`: the working tree, the token sent in the access cookie instead of the header.
  *
  * Two figures per run, because the machine is shared and throughput swings with it:
  * - req/s (autocannon, 50 connections), compared within a pass;
@@ -10,6 +15,7 @@
  *   what a request costs whatever else runs, so it is far steadier than req/s on a busy box.
  *
  *   AB_TREES=99a32e6 npx tsx bench/get-ab.ts          3 passes of 8 s
+ *   AB_TREES=floor,cookie npx tsx bench/get-ab.ts     the service against its floor and its cookie path
  *   AB_TREES=a,b AB_PASSES=5 AB_SECONDS=5 npx tsx bench/get-ab.ts
  *   AB_ENV_<tree>=NAME=value;NAME=value               extra environment for one tree (by the
  *                                                     AB_TREES entry: AB_ENV_99a32e6=...)
@@ -25,7 +31,7 @@ import { load, settle } from './lib/load.js'
 import { describeMachine, formatLoad, machine } from './lib/machine.js'
 import { ROOT, startServer } from './lib/processes.js'
 import { formatMs, formatRps, markdownTable, median, percent, writeSection } from './lib/report.js'
-import { getUserRequests, serviceEnv, userPool, type BenchUser } from './lib/service.js'
+import { getUserCookieRequests, getUserRequests, serviceEnv, userPool, type BenchUser } from './lib/service.js'
 import { prepareTree, workingTree, type ServiceTree } from './lib/trees.js'
 
 const SECONDS = Number(process.env.AB_SECONDS ?? 8)
@@ -68,10 +74,20 @@ async function readers (databaseUrl: string): Promise<BenchUser[]> {
   try { return await userPool(service.url, 20) } finally { await service.stop() }
 }
 
-async function measure (tree: ServiceTree, env: Record<string, string>, databaseUrl: string, users: readonly BenchUser[]): Promise<Run> {
-  const service = await startServer({ entry: 'src/server.ts', cwd: tree.dir, env: { ...serviceEnv(databaseUrl), ...env }, readyPath: '/health/live' })
+/** What runs for one AB_TREES entry: a version of the service, or one of the two named variants. */
+interface Variant extends ServiceTree { entry: string, requests: (users: readonly BenchUser[]) => ReturnType<typeof getUserRequests> }
+
+function variant (spec: string | undefined): Variant {
+  if (spec === undefined) return { ...workingTree(), entry: 'src/server.ts', requests: getUserRequests }
+  if (spec === 'floor') return { ...workingTree(), name: 'floor', entry: 'bench/servers/floor.ts', requests: getUserRequests }
+  if (spec === 'cookie') return { ...workingTree(), name: 'cookie', entry: 'src/server.ts', requests: getUserCookieRequests }
+  return { ...prepareTree(spec), entry: 'src/server.ts', requests: getUserRequests }
+}
+
+async function measure (tree: Variant, env: Record<string, string>, databaseUrl: string, users: readonly BenchUser[]): Promise<Run> {
+  const service = await startServer({ entry: tree.entry, cwd: tree.dir, env: { ...serviceEnv(databaseUrl), ...env }, readyPath: '/health/live' })
   try {
-    const requests = getUserRequests(users)
+    const requests = tree.requests(users)
     await load({ url: service.url, connections: READERS, seconds: 2, requests })
     const backends = await backendPids(databaseUrl)
     const before = { service: cpuUs(service.pid), database: backends.reduce((t, pid) => t + cpuUs(pid), 0) }
@@ -94,9 +110,9 @@ async function measure (tree: ServiceTree, env: Record<string, string>, database
 async function main (): Promise<void> {
   if (REVISIONS.length === 0) { console.error('AB_TREES: one or more git revisions or project copies to compare with the working tree'); process.exit(2) }
   const startedAt = new Date()
-  const trees = [workingTree(), ...REVISIONS.map(prepareTree)]
+  const trees = [variant(undefined), ...REVISIONS.map(variant)]
   const envs = [treeEnv(undefined), ...REVISIONS.map(treeEnv)]
-  const names = trees.map((t) => t.dir === ROOT ? 'working tree' : t.name)
+  const names = trees.map((t) => t.name)
   const database = await benchDatabase()
   console.log(`get-ab: ${PASSES} passes of ${SECONDS} s, ${names.join(' vs ')}; ${database.description}; load ${formatLoad(os.loadavg())}`)
   const runs: Run[][] = trees.map(() => [])
