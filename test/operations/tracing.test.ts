@@ -143,9 +143,7 @@ t.test('a request with a traceparent: server span of the route, pg spans under i
   t.equal(completed?.trace_id, traceId, 'the log line\'s trace_id is the trace\'s')
   t.match(completed?.span_id, /^[0-9a-f]{16}$/)
   // Every traced request's completion line has a trace id; the probe's (not traced) none.
-  // ("incoming request" is logged before the span starts: docs/operations.md, "Traces".)
-  const urls = new Map(server.logs.filter((l) => l.msg === 'incoming request').map((l) => [l.reqId, (l.req as { url: string }).url]))
-  const completions = server.logs.filter((l) => l.msg === 'request completed').map((l) => [urls.get(l.reqId), l.trace_id])
+  const completions = server.logs.filter((l) => l.msg === 'request completed').map((l) => [(l.req as { url: string }).url, l.trace_id])
   t.same(completions.map(([url, id]) => [url, typeof id]), [['/api/user', 'string'], ['/api/auth/login', 'string'], [`/api/user/${id}`, 'string'], ['/api/product', 'string'], ['/health/live', 'undefined']])
   t.notOk(server.logs.some((l) => (l.msg ?? '').startsWith('listening on') && 'trace_id' in l), 'no trace id outside a request')
 })
