@@ -11,8 +11,9 @@ export const BENCH_PASSWORD = 'correct horse battery staple'
  * Production settings: NODE_ENV=production, logs at info (pino on stdout, which the
  * bench sends to a file), bcrypt cost 10, the default pool size. Only the rate limit of
  * registration and login is raised and the refresh interval lifted, or the login and refresh
- * cases would measure 429s, and the per-client share of the in-flight cap is off: the load
- * generator is one address standing for many clients (bench/slow-clients.ts measures it).
+ * cases would measure 429s, the sessions per user raised (see below), and the per-client
+ * share of the in-flight cap is off: the load generator is one address standing for many
+ * clients (bench/slow-clients.ts measures it).
  */
 export function serviceEnv (databaseUrl: string, overrides: Record<string, string> = {}): Record<string, string> {
   return {
@@ -29,6 +30,10 @@ export function serviceEnv (databaseUrl: string, overrides: Record<string, strin
     // The refresh case rotates each session as fast as it can: it measures the rotation, not
     // the 429 of REFRESH_MIN_INTERVAL_MS.
     REFRESH_MIN_INTERVAL_MS: '0',
+    // The login cases log the pool's users in thousands of times: at the default cap (10
+    // live sessions per user) each login would end the session whose token the reads use,
+    // and the reads would measure 401s.
+    SESSIONS_MAX_PER_USER: '1000',
     ...overrides
   }
 }
