@@ -96,8 +96,15 @@ async function register (): Promise<Session> {
 const pick = () => sessions[Math.floor(Math.random() * sessions.length)]!
 /** A session that has logged in (users made by `register` get a token at their first `login`). */
 const pickLoggedIn = () => { for (let i = 0; i < 5; i++) { const s = pick(); if (s.token !== '') return s } return sessions[0]! }
-/** The first 20 sessions keep their tokens (no password change in the mix): they write. */
-const pickWriter = () => sessions[Math.floor(Math.random() * Math.min(20, sessions.length))]!
+/**
+ * The first WRITERS sessions keep their tokens (no password change in the mix): they write,
+ * in turn. A user changes their own record at most 10 times per 15 minutes (429 past it), so
+ * there are enough of them for every patch of any 15 minutes of the run to find a user with
+ * changes left.
+ */
+const WRITERS = Math.max(20, Math.ceil(RATE * MIX.patchUser / 100 * Math.min(900, SECONDS + WARMUP_SECONDS) / 9))
+const turns = { patch: 0, create: 0 }
+const pickWriter = (op: keyof typeof turns) => sessions[turns[op]++ % Math.min(WRITERS, sessions.length)]!
 const expect = (status: number, wanted: number, op: string) => { if (status !== wanted) throw new Error(`${op}: ${status}`) }
 
 const OPS: Record<Op, () => Promise<void>> = {
@@ -118,7 +125,7 @@ const OPS: Record<Op, () => Promise<void>> = {
     expect((await request('GET', `/api/user/${s.id}`, undefined, s.token)).status, 200, 'get user')
   },
   async patchUser () {
-    const s = pickWriter()
+    const s = pickWriter('patch')
     const r = await request('PATCH', `/api/user/${s.id}`, { email: `${s.username}.${++counter}@example.com` }, s.token)
     expect(r.status, 200, 'patch user')
   },
@@ -127,7 +134,7 @@ const OPS: Record<Op, () => Promise<void>> = {
     expect((await request('GET', `/api/product?limit=20&cursor=${cursor}`)).status, 200, 'list products')
   },
   async createProduct () {
-    const s = pickWriter()
+    const s = pickWriter('create')
     const r = await request('POST', '/api/product', { title: `Soak item ${++counter}`, description: 'from the soak', amount: counter % 10_000 }, s.token)
     expect(r.status, 201, 'create product')
   }
@@ -169,16 +176,26 @@ async function run (seconds: number): Promise<number> {
 
 let code = 0
 try {
-  // The first 20 sessions are the ones that patch and create (their tokens stay valid).
-  for (let i = 0; i < 20; i++) sessions.push(await register())
+  // The writers first (their tokens stay valid), four registrations at a time.
+  console.log(`soak: registering ${WRITERS} writers`)
+  while (sessions.length < WRITERS) sessions.push(...await Promise.all(Array.from({ length: Math.min(4, WRITERS - sessions.length) }, register)))
   console.log(`soak: warm-up ${WARMUP_SECONDS} s at ${RATE} req/s`)
   await run(WARMUP_SECONDS)
   const start = await memory()
   measuring = true
   console.log(`soak: ${SECONDS} s at ${RATE} req/s (mix ${JSON.stringify(MIX)})`)
+  // RSS and heap every 30 s, to see whether memory still grows at the end.
+  const samples: Memory[] = []
+  let sampling = Promise.resolve()
+  const sampler = setInterval(() => { sampling = memory().then((m) => { samples.push(m) }, () => {}) }, 30_000)
   const elapsed = await run(SECONDS)
+  clearInterval(sampler)
+  await sampling
   measuring = false
   const end = await memory()
+  samples.push(end)
+  // The sample closest to two minutes before the end.
+  const twoMinutesBefore = samples.reduce((best, m) => Math.abs(end.at - 120_000 - m.at) < Math.abs(end.at - 120_000 - best.at) ? m : best, start)
 
   const all = Object.values(latencies).flat().sort((a, b) => a - b)
   const total = all.length + failures.length
@@ -200,6 +217,8 @@ try {
       ['errors (non-2xx or network)', String(failures.length)],
       ['not sent (over ' + MAX_IN_FLIGHT + ' in flight)', String(skipped)],
       ['RSS after warm-up / at the end', `${mb(start.rss)} / ${mb(end.rss)} MB`],
+      ['RSS after GC every 30 s', samples.map((m) => mb(m.rss)).join(', ') + ' MB'],
+      ['RSS over the last two minutes', `${mb(twoMinutesBefore.rss)} -> ${mb(end.rss)} MB (${end.rss >= twoMinutesBefore.rss ? '+' : ''}${mb(end.rss - twoMinutesBefore.rss)} MB)`],
       ['heap used after GC, after warm-up / at the end', `${mb(start.heapUsed)} / ${mb(end.heapUsed)} MB (${heapGrowth >= 0 ? '+' : ''}${heapGrowth.toFixed(1)} MB; bound +${MAX_HEAP_GROWTH_MB} MB)`],
       ['result', passed ? 'pass' : 'FAIL']
     ]),
@@ -213,9 +232,11 @@ try {
     const section = '## Soak\n\n`bench/soak.ts` (docs/reliability.md): the real server under a steady mixed load for minutes, ' +
       'its memory after a forced GC compared at start and end. Rerun with `SOAK_WRITE=1` to replace this section.\n\n' + `${report}\n`
     const at = text.search(/^## Soak$/m)
-    // Append-only for the rest of the file: the Soak section is the last one, and only it is replaced.
+    // Only the Soak section is replaced: up to the next heading, or the end of the file.
+    const next = at === -1 ? -1 : text.slice(at + 1).search(/^## /m)
+    const rest = next === -1 ? '' : `\n${text.slice(at + 1 + next)}`
     const { writeFileSync } = await import('node:fs')
-    writeFileSync(README, at === -1 ? `${text.trimEnd()}\n\n${section}` : `${text.slice(0, at)}${section}`)
+    writeFileSync(README, at === -1 ? `${text.trimEnd()}\n\n${section}` : `${text.slice(0, at)}${section}${rest}`)
     console.log(`written to ${README}`)
   }
   code = passed ? 0 : 1
