@@ -13,7 +13,7 @@ import { freePort } from '../../src/db/embedded.js'
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..')
 
 export interface ServerSpec {
-  /** A TypeScript entry, relative to `cwd`. */
+  /** The entry, relative to `cwd`: TypeScript (run under tsx) or compiled JavaScript (`.js`: plain node, as production runs it). */
   entry: string
   /** The project folder it runs in; the repository root by default. */
   cwd?: string
@@ -46,7 +46,8 @@ export async function startServer (spec: ServerSpec): Promise<RunningServer> {
   const logFile = spec.logFile ?? path.join(tempDir!, 'output.log')
   const removeTemp = (): void => { if (tempDir !== undefined) rmSync(tempDir, { recursive: true, force: true }) }
   const out = openSync(logFile, 'a')
-  const child = spawn(process.execPath, [...(spec.nodeArgs ?? []), '--import', 'tsx', spec.entry], {
+  const loader = spec.entry.endsWith('.js') ? [] : ['--import', 'tsx']
+  const child = spawn(process.execPath, [...(spec.nodeArgs ?? []), ...loader, spec.entry], {
     cwd: spec.cwd ?? ROOT,
     env: { ...process.env, ...spec.env, HOST: '127.0.0.1', PORT: String(port) },
     stdio: ['ignore', out, out]
