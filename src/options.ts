@@ -30,9 +30,9 @@ const REDACTED_PATHS = [
  * One log line per request, written when the answer has gone: `request completed` (or
  * `request errored`) with the request (method, url, host, client address), the status and
  * the time taken. Fastify's default adds an `incoming request` line as each request
- * arrives: half the logging cost of a fast request (bench/README.md, "The floor") for a
- * line that only tells that a request began; a request that never ends shows in the
- * in-flight metric instead.
+ * arrives: a second serialisation, redaction and write on every request (bench/README.md,
+ * "The floor") for a line that only tells that a request began; a request that never ends
+ * shows in the in-flight metric instead.
  */
 class OneLinePerRequest extends LogController {
   override incomingRequest (): void {}

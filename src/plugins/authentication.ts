@@ -107,15 +107,14 @@ async function authentication (app: FastifyInstance, options: AuthenticationOpti
     const header = request.headers.authorization
     const cookie = header === undefined ? request.cookies?.[options.accessCookie] : undefined
     const byCookie = cookie !== undefined && cookie !== ''
-    if (byCookie) {
-      // Checked before the token: a forged cross-site request learns nothing from a 401.
-      if (!isSafeMethod(request.method)) options.originCheck(request, { requireOrigin: true })
-    }
+    // Checked before the token: a forged cross-site request learns nothing from a 401.
+    if (byCookie && !isSafeMethod(request.method)) options.originCheck(request, { requireOrigin: true })
+    const token = byCookie ? cookie : bearerToken(header)
     // The verifier @fastify/jwt built at registration (HS256 only), called directly:
     // `request.jwtVerify` would merge options, decode the token a second time and go
     // through callbacks on every request (bench/README.md, "The floor").
     try {
-      claims = app.jwt.verify<TokenClaims>(byCookie ? cookie : bearerToken(header))
+      claims = app.jwt.verify<TokenClaims>(token)
     } catch (error) {
       throw new Unauthorized(describeJwtError(error))
     }
@@ -136,18 +135,13 @@ async function authentication (app: FastifyInstance, options: AuthenticationOpti
 
 /** The token of an `Authorization: Bearer <token>` header (the scheme in any case). */
 function bearerToken (header: string | undefined): string {
-  if (header === undefined || !/^Bearer\s/i.test(header)) throw new MissingToken()
+  if (header === undefined || !/^Bearer\s/i.test(header)) throw new Unauthorized('The Authorization header (or the session cookie) is missing')
   const parts = header.split(' ')
-  if (parts.length !== 2 || parts[1] === '') throw new MalformedHeader()
+  if (parts.length !== 2 || parts[1] === '') throw new Unauthorized('The Authorization header must be `Bearer <token>`')
   return parts[1]!
 }
 
-class MissingToken extends Error {}
-class MalformedHeader extends Error {}
-
 function describeJwtError (error: unknown): string {
-  if (error instanceof MissingToken) return 'The Authorization header (or the session cookie) is missing'
-  if (error instanceof MalformedHeader) return 'The Authorization header must be `Bearer <token>`'
   return (error as { code?: string }).code === 'FAST_JWT_EXPIRED' ? 'The token has expired' : 'The token is invalid'
 }
 
