@@ -116,7 +116,7 @@ const layerEdges = [
 ]
 
 export default [
-  ...neostandard({ ts: true, ignores: ['**/dist/**', 'src/generated/**', '**/node_modules/**', '.data/**', 'coverage/**', '**/.tap/**'] }),
+  ...neostandard({ ts: true, ignores: ['**/dist/**', 'src/generated/**', '**/node_modules/**', '.data/**', 'coverage/**', '**/.tap/**', '.test-build/**'] }),
   listedImports,
   ...packageEdges,
   byName,

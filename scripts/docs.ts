@@ -11,13 +11,15 @@
  * - `imports`: the folder-level import graph of src/ (mermaid), computed from the imports.
  */
 import { execFileSync } from 'node:child_process'
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import ts from 'typescript'
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
+// The checkout, also when the tests run this file compiled in their mirror of it
+// (scripts/test-build.ts), where package.json is a link back to it.
+const ROOT = path.dirname(realpathSync(fileURLToPath(new URL('../package.json', import.meta.url))))
 const BLOCK = /(<!-- generated: ([^\n]*?) -->\n)([\s\S]*?)(<!-- end -->)/g
 
 /** The markdown files that may hold generated blocks. */

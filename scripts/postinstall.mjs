@@ -3,10 +3,11 @@
 // 1. the embedded PostgreSQL package ships its shared-library symlinks as a list to re-create;
 // 2. the Prisma client is generated into src/generated/prisma (git-ignored);
 // 3. where the tests are (a checkout, not the image), tap's Test class is built with the
-//    plugins package.json names (no @tapjs/typescript: tsx compiles the tests). tap would
-//    build it at its first run, but that run still starts every test process with the
-//    install's default loaders: ts-node beside tsx, which transpiles every module again
-//    (about 9 s of CPU more per test file on 2 cores).
+//    plugins package.json names (no @tapjs/typescript: the suite runs compiled, see
+//    scripts/test-build.ts; no @tapjs/mock: no test replaces a module, and its loader hooks
+//    cost every test process about 1 CPU-s). tap would build it at its first run, but that
+//    run still starts every test process with the install's default loaders (ts-node
+//    transpiling every module, about 9 s of CPU more per test file on 2 cores).
 // All are quick and need no network.
 import { execFileSync } from 'node:child_process'
 import { existsSync, readdirSync } from 'node:fs'

@@ -9,17 +9,25 @@
  * The migrations are applied once, with the Prisma CLI, to a template database; every test
  * file then gets its own copy (`CREATE DATABASE ... TEMPLATE`, test/helpers/database.ts),
  * so files run in parallel without seeing each other's rows.
+ * The suite runs on JavaScript compiled once, in a mirror of the checkout under
+ * `.test-build/` (scripts/test-build.ts), and tap starts each file without loader hooks
+ * (scripts/test-node.sh): no test process pays for a TypeScript or tap loader.
  * Arguments are passed to tap (e.g. `npm test -- test/users.test.ts`). With none, the whole
  * suite runs, then the deployment tests (test/deploy: the rolling restart behind a host
  * HAProxy, and compose.test.ts: Docker Compose for real, skipped with COMPOSE_TEST=0).
  */
 import { spawn, spawnSync } from 'node:child_process'
-import { chmod, mkdtemp } from 'node:fs/promises'
+import { chmod, mkdtemp, readdir, rm } from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
 import pg from 'pg'
 import { startEmbeddedPostgres, type EmbeddedDatabase } from '../src/db/embedded.js'
 import { migrateDeploy } from '../src/db/migrate.js'
+import { buildTestTree } from './test-build.js'
+
+function isRunning (pid: number): boolean {
+  try { process.kill(pid, 0); return true } catch { return false }
+}
 
 function withDatabase (url: string, database: string): string {
   const u = new URL(url)
@@ -62,8 +70,20 @@ const prebuilt = new Promise<string>((resolve) => {
   prebuild.stdout?.on('data', (chunk) => { output += String(chunk) })
   prebuild.on('close', () => resolve(output))
 })
+// Each run compiles into a folder of its own (scripts/test-build.ts); folders left by runs
+// that were killed are removed here.
+const builds = path.resolve('.test-build')
+for (const name of await readdir(builds).catch(() => [])) {
+  if (!isRunning(Number(name))) await rm(path.join(builds, name), { recursive: true, force: true })
+}
+const compiled = path.join(builds, String(process.pid))
+// tap starts each test file with this instead of node (the file says why).
+const testNode = path.resolve('scripts', 'test-node.sh')
 let code = 1
 try {
+  const compiling = Date.now()
+  const count = await buildTestTree(process.cwd(), compiled)
+  console.log(`# ${count} TypeScript files compiled to ${path.relative(process.cwd(), compiled)} in ${Date.now() - compiling} ms`)
   await admin(adminUrl, `DROP DATABASE IF EXISTS ${template}`)
   await admin(adminUrl, `CREATE DATABASE ${template}`)
   const started = Date.now()
@@ -71,11 +91,12 @@ try {
   console.log(`# migrations applied to ${template} in ${Date.now() - started} ms`)
 
   const tap = async (args: string[]): Promise<number> => await new Promise<number>((resolve) => {
-    const child = spawn(process.execPath, [path.join('node_modules', 'tap', 'dist', 'esm', 'run.mjs'), ...args], {
+    const child = spawn(process.execPath, [`--import=data:text/javascript,process.execPath=${encodeURIComponent(JSON.stringify(testNode))}`, path.resolve('node_modules', 'tap', 'dist', 'esm', 'run.mjs'), ...args.map((arg) => arg.replace(/\.ts$/, '.js'))], {
       stdio: 'inherit',
+      cwd: compiled,
       // The embedded cluster goes whole at the end: the files need not drop their databases
       // (each DROP DATABASE waits for a checkpoint, 1-3 s of a test file's end).
-      env: { ...process.env, TEST_ADMIN_URL: adminUrl, TEST_TEMPLATE_DB: template, TEST_KEEP_DATABASES: embedded === undefined ? '' : '1', DATABASE_URL: '' }
+      env: { ...process.env, TAP_RCFILE: path.join(compiled, '.taprc'), TEST_NODE: process.execPath, TEST_ADMIN_URL: adminUrl, TEST_TEMPLATE_DB: template, TEST_KEEP_DATABASES: embedded === undefined ? '' : '1', DATABASE_URL: '' }
     })
     child.on('close', (status) => resolve(status ?? 1))
   })
@@ -96,5 +117,6 @@ try {
   if (prebuild !== undefined) spawnSync('docker', ['rmi', '-f', composeImage], { stdio: 'ignore' })
   await admin(adminUrl, `DROP DATABASE IF EXISTS ${template} WITH (FORCE)`).catch(() => {})
   await embedded?.stop()
+  await rm(compiled, { recursive: true, force: true })
 }
 process.exit(code)

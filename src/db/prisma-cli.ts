@@ -4,11 +4,17 @@
  * every call needs a reachable PostgreSQL.
  */
 import { spawn } from 'node:child_process'
+import { realpathSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 
-export const PROJECT_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..')
+/**
+ * The folder of the project's package.json: the checkout, or /app in the image. Resolved
+ * through links, because the test suite runs compiled copies of these files in a mirror
+ * whose package.json links back to the checkout (scripts/test-build.ts).
+ */
+export const PROJECT_ROOT = path.dirname(realpathSync(fileURLToPath(new URL('../../package.json', import.meta.url))))
 const require = createRequire(import.meta.url)
 
 export interface CliResult { code: number, stdout: string, stderr: string }

