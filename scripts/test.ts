@@ -81,14 +81,19 @@ const compiled = path.join(builds, String(process.pid))
 const testNode = path.resolve('scripts', 'test-node.sh')
 let code = 1
 try {
-  const compiling = Date.now()
-  const count = await buildTestTree(process.cwd(), compiled)
-  console.log(`# ${count} TypeScript files compiled to ${path.relative(process.cwd(), compiled)} in ${Date.now() - compiling} ms`)
-  await admin(adminUrl, `DROP DATABASE IF EXISTS ${template}`)
-  await admin(adminUrl, `CREATE DATABASE ${template}`)
   const started = Date.now()
-  await migrateDeploy(withDatabase(adminUrl, template))
-  console.log(`# migrations applied to ${template} in ${Date.now() - started} ms`)
+  await Promise.all([
+    (async () => {
+      const count = await buildTestTree(process.cwd(), compiled)
+      console.log(`# ${count} TypeScript files compiled to ${path.relative(process.cwd(), compiled)} in ${Date.now() - started} ms`)
+    })(),
+    (async () => {
+      await admin(adminUrl, `DROP DATABASE IF EXISTS ${template}`)
+      await admin(adminUrl, `CREATE DATABASE ${template}`)
+      await migrateDeploy(withDatabase(adminUrl, template))
+      console.log(`# migrations applied to ${template} in ${Date.now() - started} ms`)
+    })()
+  ])
 
   const tap = async (args: string[]): Promise<number> => await new Promise<number>((resolve) => {
     const child = spawn(process.execPath, [`--import=data:text/javascript,process.execPath=${encodeURIComponent(JSON.stringify(testNode))}`, path.resolve('node_modules', 'tap', 'dist', 'esm', 'run.mjs'), ...args.map((arg) => arg.replace(/\.ts$/, '.js'))], {
