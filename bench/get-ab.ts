@@ -2,10 +2,12 @@
  * Before/after of one route: GET /api/user/:id on the working tree and on other versions of
  * the service (AB_TREES: git revisions or project copies, comma-separated), interleaved in
  * every pass (the order rotates from pass to pass), each on the same database and users.
- * Two names in AB_TREES are not versions:
+ * Three names in AB_TREES are not versions:
  * - `floor`: bench/servers/floor.ts, the same read with node:http and one prepared pg query
  *   (no framework, no token): the working tree's req/s over the floor's is the share of the
  *   physical limit the service reaches;
+ * - `fastify`: bench/servers/fastify-floor.ts, that read as one bare Fastify route: the
+ *   framework's own share;
  * - `cookie`: the working tree, the token sent in the access cookie instead of the header.
  *
  * Two figures per run, because the machine is shared and throughput swings with it:
@@ -15,7 +17,7 @@
  *   what a request costs whatever else runs, so it is far steadier than req/s on a busy box.
  *
  *   AB_TREES=99a32e6 npx tsx bench/get-ab.ts          3 passes of 8 s
- *   AB_TREES=floor,cookie npx tsx bench/get-ab.ts     the service against its floor and its cookie path
+ *   AB_TREES=floor,fastify,cookie npx tsx bench/get-ab.ts   the service against both floors and its cookie path
  *   AB_TREES=a,b AB_PASSES=5 AB_SECONDS=5 npx tsx bench/get-ab.ts
  *   AB_ENV_<tree>=NAME=value;NAME=value               extra environment for one tree (by the
  *                                                     AB_TREES entry: AB_ENV_99a32e6=...)
@@ -74,12 +76,13 @@ async function readers (databaseUrl: string): Promise<BenchUser[]> {
   try { return await userPool(service.url, 20) } finally { await service.stop() }
 }
 
-/** What runs for one AB_TREES entry: a version of the service, or one of the two named variants. */
+/** What runs for one AB_TREES entry: a version of the service, or one of the named variants. */
 interface Variant extends ServiceTree { entry: string, requests: (users: readonly BenchUser[]) => ReturnType<typeof getUserRequests> }
 
 function variant (spec: string | undefined): Variant {
   if (spec === undefined) return { ...workingTree(), entry: 'src/server.ts', requests: getUserRequests }
   if (spec === 'floor') return { ...workingTree(), name: 'floor', entry: 'bench/servers/floor.ts', requests: getUserRequests }
+  if (spec === 'fastify') return { ...workingTree(), name: 'fastify', entry: 'bench/servers/fastify-floor.ts', requests: getUserRequests }
   if (spec === 'cookie') return { ...workingTree(), name: 'cookie', entry: 'src/server.ts', requests: getUserCookieRequests }
   return { ...prepareTree(spec), entry: 'src/server.ts', requests: getUserRequests }
 }
