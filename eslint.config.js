@@ -68,7 +68,8 @@ const modules = {
   sessions: [],
   products: [],
   health: [],
-  users: ['sessions', 'products'],
+  mail: [],
+  users: ['sessions', 'products', 'mail'],
   auth: ['users', 'sessions'],
   admin: ['users'],
   metrics: ['admin']

@@ -6,7 +6,7 @@ import fastifyCookie from '@fastify/cookie'
 import fastifyRateLimit from '@fastify/rate-limit'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify'
-import type { Config } from './config.js'
+import { durationMs, type Config } from './config.js'
 import { createAdmission } from './lib/admission.js'
 import { originCheck as createOriginCheck } from './lib/csrf.js'
 import { requestIds } from './lib/request-id.js'
@@ -17,10 +17,11 @@ import { createAjv, createValidatorCompiler } from './lib/validation.js'
 import { adminApiKeyScheme, adminRoutes } from './modules/admin/index.js'
 import { authRoutes } from './modules/auth/index.js'
 import { healthRoutes } from './modules/health/index.js'
+import { mailSender, outbox } from './modules/mail/index.js'
 import { metricsRoutes } from './modules/metrics/index.js'
 import { productImages, productRoutes, productsRepository, productsService } from './modules/products/index.js'
 import { sessionCookieNames, sessionsRepository, sessionsService } from './modules/sessions/index.js'
-import { accountLimiter, authBudget as createAuthBudget, userRoutes, usersRepository, usersService } from './modules/users/index.js'
+import { accountLimiter, authBudget as createAuthBudget, passwordReset, userRoutes, usersRepository, usersService } from './modules/users/index.js'
 import authentication from './plugins/authentication.js'
 import contentCoding from './plugins/content-coding.js'
 import cors, { corsHeadersOutsideFastify } from './plugins/cors.js'
@@ -61,6 +62,8 @@ export interface Tuning {
   keyFailures?: { max?: number, timeWindow?: number }
   /** Rotated refresh tokens kept per session (src/modules/sessions/repository.ts). */
   refreshTokensKept?: number
+  /** The mail sender's poll interval and first retry's wait, ms (src/modules/mail/sender.ts). */
+  mail?: { pollMs?: number, retryBaseMs?: number }
 }
 
 export interface BuildAppOptions {
@@ -157,6 +160,10 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
   const guesses = accountLimiter(config.limits, attemptStore('guesses'))
   await app.register(usersService, { guesses })
   await app.register(productsService)
+  // E-mail goes through the outbox, sent beside the requests (src/modules/mail/).
+  await app.register(outbox)
+  await app.register(mailSender, { ...config.mail, ...tuning.mail })
+  await app.register(passwordReset, { publicUrl: config.mail.publicUrl, ttlMs: durationMs(config.auth.passwordResetTtl), store: attemptStore('password-resets') })
 
   // One per-client budget for every request that costs a bcrypt computation.
   const authBudget = createAuthBudget({ ...config.limits, store: attemptStore('auth') })

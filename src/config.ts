@@ -2,7 +2,7 @@
  * Configuration from the environment (and an optional `.env` file), validated once at
  * start. A wrong value stops the service with a message that names the variable.
  *
- * `EnvSchema` holds the settings in sections (server, database, auth, limits, redis,
+ * `EnvSchema` holds the settings in sections (server, database, auth, limits, redis, mail,
  * telemetry, storage, products); each leaf names its environment variable (`env`), and
  * carries its default and a description with its unit (the README's settings table is
  * generated from it). `loadConfig` returns the same sections, typed, and each section goes
@@ -142,6 +142,12 @@ const auth = Type.Object({
     default: '',
     description: 'comma-separated origins (`https://app.example.com`: scheme, host, optional port; never `*`) of front-ends besides the service\'s own: their pages may read answers and send credentials (CORS), and send cookie-authenticated changes (others: 403 `CSRF_REJECTED`); `CSRF_TRUSTED_ORIGINS` is read as an alias when it is unset'
   }),
+  passwordResetTtl: Type.String({
+    env: 'PASSWORD_RESET_TTL',
+    default: '30m',
+    pattern: DURATION,
+    description: 'how long the link of a password-reset e-mail works (a duration, as above), counted from when it is sent; each link works once'
+  }),
   bcryptCost: Type.Integer({ env: 'BCRYPT_COST', default: 10, minimum: 4, maximum: 15, description: 'bcrypt cost; each +1 doubles the hashing time' }),
   adminApiKeys: Type.String({
     env: 'ADMIN_API_KEYS',
@@ -213,6 +219,22 @@ const redis = Type.Object({
   keyPrefix: Type.String({ env: 'REDIS_KEY_PREFIX', default: 'ups:', maxLength: 100, description: 'prefix of every key the service writes (several services or environments can share one Redis)' })
 })
 
+const mail = Type.Object({
+  smtpUrl: Type.Optional(Type.String({
+    env: 'SMTP_URL',
+    fromFile: true,
+    pattern: '^smtps?://',
+    description: 'where e-mail (password resets) goes, as nodemailer reads it: `smtp://user:pass@host:587` (STARTTLS when the server offers it; `?requireTLS=true` insists), `smtps://user:pass@host:465` (TLS from the start). Required in production; unset in development, each message is written to the log and to `MAIL_DIR` instead (docs/operations.md, "E-mail")'
+  })),
+  from: Type.String({ env: 'MAIL_FROM', default: 'User Product Service <no-reply@localhost>', minLength: 3, description: 'the `From` of every e-mail: an address of your domain that your SMTP server may send as' }),
+  publicUrl: Type.Optional(Type.String({
+    env: 'PUBLIC_URL',
+    pattern: '^https?://[^\\s]+$',
+    description: 'the service\'s address as users reach it (`https://shop.example.com`): the base of every link in an e-mail, never taken from a request\'s `Host`. Required in production; unset: `http://localhost:<PORT>`'
+  })),
+  dir: Type.String({ env: 'MAIL_DIR', default: '.data/mail', minLength: 1, description: 'without `SMTP_URL` (development), the folder each e-mail is written to as a `.eml` file' })
+})
+
 const telemetry = Type.Object({
   endpoint: Type.Optional(Type.String({
     env: 'OTEL_EXPORTER_OTLP_ENDPOINT',
@@ -261,7 +283,7 @@ const products = Type.Object({
 })
 
 /** Every setting, in sections; each leaf names its environment variable (`env`). */
-export const EnvSchema = Type.Object({ server, database, auth, limits, redis, telemetry, storage, products })
+export const EnvSchema = Type.Object({ server, database, auth, limits, redis, mail, telemetry, storage, products })
 
 type Settings = Static<typeof EnvSchema>
 
@@ -279,6 +301,10 @@ export interface AuthSettings extends Omit<Settings['auth'], 'secret' | 'corsOri
 }
 export type LimitsSettings = Settings['limits']
 export type RedisSettings = Settings['redis']
+export interface MailSettings extends Omit<Settings['mail'], 'publicUrl'> {
+  /** PUBLIC_URL without a trailing slash, or its development default. */
+  publicUrl: string
+}
 export type TelemetrySettings = Settings['telemetry']
 export type StorageSettings = Settings['storage']
 export type ProductsSettings = Settings['products']
@@ -289,6 +315,7 @@ export interface Config {
   auth: AuthSettings
   limits: LimitsSettings
   redis: RedisSettings
+  mail: MailSettings
   telemetry: TelemetrySettings
   storage: StorageSettings
   products: ProductsSettings
@@ -479,9 +506,19 @@ export function loadConfig (data: Record<string, string | undefined> = process.e
     }
     secret = devSecretFile ? developmentSecret(devSecretFile) : randomBytes(48).toString('base64url')
   }
+  // Password reset is always on, so production needs a way to send its e-mail and links that
+  // point at the service.
+  if (production && read.mail.smtpUrl === undefined) {
+    throw new ConfigError('Invalid configuration: SMTP_URL is required in production: password-reset e-mail needs an SMTP server (smtp://user:pass@host:587, or smtps:// for TLS from the start; docs/operations.md, "E-mail")')
+  }
+  if (production && read.mail.publicUrl === undefined) {
+    throw new ConfigError('Invalid configuration: PUBLIC_URL is required in production: the links in e-mail are built from it (https://shop.example.com), never from a request\'s Host')
+  }
+  const publicUrl = (read.mail.publicUrl ?? `http://localhost:${read.server.port}`).replace(/\/+$/, '')
   return {
     ...read,
     auth: { ...read.auth, ...session, secret, secretGenerated: read.auth.secret === undefined },
+    mail: { ...read.mail, publicUrl },
     retired: Object.keys(RETIRED).filter((name) => variables[name] !== undefined && variables[name] !== '')
   }
 }

@@ -1,5 +1,5 @@
 /**
- * POST /api/auth/register, /login, /refresh-token and /logout. Register and login spend the
+ * POST /api/auth/register, /login, /refresh-token, /logout, /password-reset and /password-reset/confirm. Register and login spend the
  * client's one budget of bcrypt-costing requests (src/modules/users/budget.ts, shared with the user routes);
  * login is also limited per account (password guesses per account, src/modules/users/account-limit.ts).
  * Login starts a session (src/modules/sessions/): tokens in the body for API clients, or in
@@ -12,7 +12,7 @@ import type { OriginCheck } from '../../lib/csrf.js'
 import { BadRequest } from '../../lib/problem.js'
 import { empty, header, HEADERS, json, problems, sessionAuth } from '../../lib/responses.js'
 import { deliverSession, RefreshBody, SessionResult } from '../sessions/index.js'
-import { registrationRoute, type AuthBudget } from '../users/index.js'
+import { PasswordResetAccepted, PasswordResetBody, PasswordResetConfirmBody, registrationRoute, type AuthBudget } from '../users/index.js'
 import { LoginBody, LogoutBody } from './schemas.js'
 
 export interface AuthRoutesOptions {
@@ -36,6 +36,41 @@ const noBodyIsEmpty = async (request: FastifyRequest): Promise<void> => {
 
 export const authRoutes: FastifyPluginAsyncTypebox<AuthRoutesOptions> = async (app, options) => {
   registrationRoute(app, { url: '/register', operationId: 'register', tag: 'auth', summary: 'Register a user (the same operation as POST /api/user)', authBudget: options.authBudget })
+
+  const routes = app.withTypeProvider<TypeBoxTypeProvider>()
+  routes.post('/password-reset', {
+    onRequest: options.authBudget,
+    schema: {
+      operationId: 'requestPasswordReset',
+      tags: ['auth'],
+      summary: 'E-mail a link to reset the password of the account with this address',
+      description: 'Always 202 with the same body, whether or not an account has the address, in the same time either way: the e-mail is sent afterwards, through the outbox. ' +
+        'The link (`<PUBLIC_URL>/reset-password#token=...`) works once, for `PASSWORD_RESET_TTL` (30 min by default). ' +
+        'At most 3 e-mails per address per hour (further requests are answered the same and send nothing); the client\'s budget of auth requests applies (429).',
+      body: PasswordResetBody,
+      response: { 202: json(PasswordResetAccepted), ...problems(400, 413, 415) }
+    }
+  }, async (request, reply) => {
+    await app.passwordReset.request(request.body.email, reply)
+    return await reply.code(202).send({ detail: 'If an account has this address, a link to reset its password is on its way' })
+  })
+
+  routes.post('/password-reset/confirm', {
+    onRequest: options.authBudget,
+    schema: {
+      operationId: 'confirmPasswordReset',
+      tags: ['auth'],
+      summary: 'Set a new password with the token of a reset link; ends every session of the user',
+      description: 'The token is the part of the e-mailed link after `#token=`. The password follows registration\'s rules. ' +
+        'Every session of the user ends (access and refresh tokens), and every other reset link of theirs stops working. ' +
+        'An unknown, used or expired token: 400 `RESET_TOKEN_INVALID`. Of two confirmations with one token, one succeeds.',
+      body: PasswordResetConfirmBody,
+      response: { 204: empty('the password is set; log in with it', HEADERS.noStore), ...problems(400, 413, 415) }
+    }
+  }, async (request, reply) => {
+    await app.passwordReset.confirm(request.body.token, request.body.password)
+    return await reply.code(204).header('cache-control', 'no-store').send(null)
+  })
 
   // Login alone also reads HTML form bodies: the parser is registered in this scope only,
   // so every other route keeps answering 415 to a form.

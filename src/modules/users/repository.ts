@@ -52,6 +52,17 @@ const loginSql = (column: 'username' | 'email') =>
    FROM login LEFT JOIN users u ON u.${column} = login.name`
 const LOGIN_SQL = { username: loginSql('username'), email: loginSql('email') }
 
+// A reset token is used by deleting it, so of two requests racing with one token the second
+// finds no row (it waits for the first's lock, then re-checks); the user's other tokens go
+// with it, and the new password moves the token version on: every session ends, as with a
+// password change.
+const RESET_USE_SQL = 'DELETE FROM password_reset_tokens WHERE hash = $1 AND expires_at > now() RETURNING user_id AS "userId"'
+const RESET_OTHERS_SQL = 'DELETE FROM password_reset_tokens WHERE user_id = $1'
+const RESET_PASSWORD_SQL = 'UPDATE users SET password_hash = $2, token_version = token_version + 1, updated_at = now() WHERE id = $1'
+// The user's expired tokens go when a new one is made: a user has a few rows at most.
+const RESET_CREATE_SQL = `WITH expired AS (DELETE FROM password_reset_tokens WHERE user_id = $1 AND expires_at <= now())
+  INSERT INTO password_reset_tokens (hash, user_id, expires_at) VALUES ($2, $1, now() + $3::int * interval '1 millisecond')`
+
 function usersRepository (prisma: PrismaClient) {
   const db = sql(prisma)
 
@@ -106,6 +117,37 @@ function usersRepository (prisma: PrismaClient) {
         const result = await first(tx)
         await db.rows('user-delete', 'DELETE FROM users WHERE id = $1', [id], tx)
         return result
+      })
+    },
+
+    /** The account of an e-mail address (case-insensitive), for a password reset. */
+    async findByEmail (email: string): Promise<{ id: number, email: string } | null> {
+      const [row] = await db.rows<{ id: number, email: string }>('user-by-email', 'SELECT id, email::text AS email FROM users WHERE email = $1::citext', [email])
+      return row ?? null
+    },
+
+    /** Stores a reset token of user `userId` by its digest, valid for `ttlMs`. */
+    async createResetToken (userId: number, hash: Buffer, ttlMs: number): Promise<void> {
+      await db.rows('reset-token-create', RESET_CREATE_SQL, [userId, hash, ttlMs])
+    },
+
+    /** Removes a reset token (its e-mail could not be sent). */
+    async deleteResetToken (hash: Buffer): Promise<void> {
+      await db.rows('reset-token-delete', 'DELETE FROM password_reset_tokens WHERE hash = $1', [hash])
+    },
+
+    /**
+     * Uses the live reset token of digest `hash`: its user gets `passwordHash`, a new token
+     * version, and no other reset token. The user's id, or null for an unknown, used or
+     * expired token.
+     */
+    async resetPassword (hash: Buffer, passwordHash: string): Promise<number | null> {
+      return await db.transaction('password reset', async (tx) => {
+        const [used] = await db.rows<{ userId: number }>('reset-token-use', RESET_USE_SQL, [hash], tx)
+        if (used === undefined) return null
+        await db.rows('reset-token-others', RESET_OTHERS_SQL, [used.userId], tx)
+        await db.rows('reset-password', RESET_PASSWORD_SQL, [used.userId, passwordHash], tx)
+        return used.userId
       })
     },
 

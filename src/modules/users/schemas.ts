@@ -79,3 +79,22 @@ export const UpdatedUser = Type.Union([
   Type.Object({ user: User, ...CookieSession.properties }, { description: 'the password changed, cookie mode: a new session in the cookies (`Set-Cookie`)' }),
   Type.Object({ user: User }, { description: 'no password change: the user alone' })
 ], { description: 'The changed user, and a new session when the password changed', examples: [{ user: userExample }] })
+
+const ResetEmail = Type.String({ format: 'email', minLength: 3, maxLength: 254, description: 'the e-mail address of the account' })
+
+export const PasswordResetBody = Type.Object({ email: ResetEmail }, { additionalProperties: false, examples: [{ email: 'alice@example.com' }] })
+
+export const PasswordResetAccepted = Type.Object({
+  detail: Type.String()
+}, {
+  description: 'the same answer whether or not an account has the address',
+  examples: [{ detail: 'If an account has this address, a link to reset its password is on its way' }]
+})
+
+/** The token of a reset link: 32 random bytes in base64url. */
+const ResetToken = Type.String({ minLength: 1, maxLength: 128, description: 'the `token` of the reset link (after `#token=`)' })
+
+export const PasswordResetConfirmBody = Type.Object({
+  token: ResetToken,
+  password: Password
+}, { additionalProperties: false, examples: [{ token: 'q3Yl3Qp0cS7b0n1Z8M2v3hX9wR4t5y6u7i8o9p0aBcD', password: 'a new password' }] })
