@@ -62,8 +62,25 @@ t.test('browser origins and cookies: impossible combinations stop the service', 
   t.match(loadConfig({ COOKIE_SAMESITE: 'none', CORS_ORIGINS: 'https://app.example.org' }, false).auth, { cookieSameSite: 'none', cookieSecure: true, corsOrigins: ['https://app.example.org'] })
 })
 
+/** What production needs besides SECRET and a database. */
+const MAIL = { SMTP_URL: 'smtp://mail.example.com:587', PUBLIC_URL: 'https://shop.example.com' }
+
+t.test('production refuses to start without SMTP_URL or PUBLIC_URL: password reset needs e-mail', async (t) => {
+  const production = { NODE_ENV: 'production', SECRET: 's'.repeat(32), DB_HOST: 'db' }
+  t.throws(() => loadConfig({ ...production, PUBLIC_URL: MAIL.PUBLIC_URL }, false), { name: 'ConfigError', message: /SMTP_URL is required in production/ })
+  t.throws(() => loadConfig({ ...production, SMTP_URL: MAIL.SMTP_URL }, false), { name: 'ConfigError', message: /PUBLIC_URL is required in production.*never from a request's Host/ })
+  t.throws(() => loadConfig({ ...production, ...MAIL, SMTP_URL: 'http://mail.example.com' }, false), { name: 'ConfigError', message: /SMTP_URL/ }, 'not an SMTP URL')
+  const config = loadConfig({ ...production, ...MAIL, PUBLIC_URL: 'https://shop.example.com/' }, false)
+  t.equal(config.mail.publicUrl, 'https://shop.example.com', 'no trailing slash')
+  t.equal(config.mail.smtpUrl, MAIL.SMTP_URL)
+  const development = loadConfig({ PORT: '4000' }, false)
+  t.equal(development.mail.smtpUrl, undefined, 'development: no SMTP server needed')
+  t.equal(development.mail.publicUrl, 'http://localhost:4000', 'development: links to the local service')
+  t.equal(development.auth.passwordResetTtl, '30m')
+})
+
 t.test('production refuses to start without SECRET', async (t) => {
-  const db = { DB_HOST: 'db' }
+  const db = { DB_HOST: 'db', ...MAIL }
   t.throws(() => loadConfig({ NODE_ENV: 'production', ...db }, false), ConfigError)
   t.throws(() => loadConfig({ NODE_ENV: 'production', ...db }, false), /SECRET is required in production/)
   const config = loadConfig({ NODE_ENV: 'production', SECRET: 's'.repeat(32), ...db }, false)
@@ -71,7 +88,7 @@ t.test('production refuses to start without SECRET', async (t) => {
 })
 
 t.test('production with no database configured refuses to start the embedded one silently', async (t) => {
-  const production = { NODE_ENV: 'production', SECRET: 's'.repeat(32) }
+  const production = { NODE_ENV: 'production', SECRET: 's'.repeat(32), ...MAIL }
   t.throws(() => loadConfig(production, false), { name: 'ConfigError', message: /no database configured in production.*EMBEDDED_DB=true/ })
   t.equal(configuredDatabaseUrl(loadConfig({ ...production, EMBEDDED_DB: 'true' }, false).database), undefined, 'asked for explicitly: embedded')
   t.ok(loadConfig({ ...production, DATABASE_URL: 'postgresql://a@h/db' }, false))
@@ -133,7 +150,7 @@ t.test('empty values mean unset; .env is read and the environment wins over it',
 })
 
 t.test('logs: human-readable through pino-pretty in development, JSON elsewhere', async (t) => {
-  const config = (NODE_ENV: string) => loadConfig({ NODE_ENV, SECRET: 's'.repeat(32), DB_HOST: 'db' }, false).server
+  const config = (NODE_ENV: string) => loadConfig({ NODE_ENV, SECRET: 's'.repeat(32), DB_HOST: 'db', ...MAIL }, false).server
   const development = serverOptions(config('development')).logger as { transport?: { target: string } }
   t.match(development.transport?.target, /pino-pretty/, 'development: pino-pretty')
   for (const env of ['production', 'test'] as const) {
@@ -163,7 +180,7 @@ t.test('the schema in sections: each leaf names its variable once, with a descri
     seen.add(leaf.env)
     t.notOk(leaf.env in RETIRED, `${leaf.env} is not retired`)
   }
-  t.same(Object.keys(EnvSchema.properties), ['server', 'database', 'auth', 'limits', 'redis', 'telemetry', 'storage', 'products'])
+  t.same(Object.keys(EnvSchema.properties), ['server', 'database', 'auth', 'limits', 'redis', 'mail', 'telemetry', 'storage', 'products'])
 })
 
 t.test('a retired variable (not read) is ignored and reported, whatever its value', async (t) => {

@@ -15,6 +15,7 @@ import { readFileSync } from 'node:fs'
 import { Problem } from '../src/lib/problem.js'
 import { PROBLEM_CODES } from '../src/lib/responses.js'
 import { build, newUser, registerAndLogin, TEST_ENV, type Session } from './helpers/build.js'
+import { sqlClient } from './helpers/database.js'
 
 type Media = { schema?: { $ref?: string, type?: string, anyOf?: Array<{ required?: string[], properties?: Record<string, { enum?: string[], format?: string }> }>, properties?: Record<string, { type?: string, format?: string }> }, example?: unknown, examples?: Record<string, { value: { status?: number, code?: string } }> }
 type Operation = { operationId?: string, security?: Array<Record<string, string[]>>, responses: Record<string, { headers?: Record<string, unknown>, content?: Record<string, Media> }>, requestBody?: { required?: boolean, content: Record<string, Media> }, parameters?: { name: string, required?: boolean, schema: { default?: unknown } }[] }
@@ -72,6 +73,8 @@ t.test('every operation has a stable, unique camelCase operationId', async (t) =
     'POST /api/auth/login': 'login',
     'POST /api/auth/refresh-token': 'refreshSession',
     'POST /api/auth/logout': 'logout',
+    'POST /api/auth/password-reset': 'requestPasswordReset',
+    'POST /api/auth/password-reset/confirm': 'confirmPasswordReset',
     'POST /api/user': 'createUser',
     'GET /api/user/{id}': 'getUser',
     'PATCH /api/user/{id}': 'updateUser',
@@ -282,6 +285,31 @@ t.test('each route answers every status it documents, and documents every status
       500: () => failingQueries(() => app.inject({ method: 'POST', url: '/api/auth/logout', headers: me.auth })),
       503: () => down.inject({ method: 'POST', url: '/api/auth/logout', headers: me.auth })
     },
+    'POST /api/auth/password-reset': {
+      202: () => app.inject({ method: 'POST', url: '/api/auth/password-reset', payload: { email: me.email } }),
+      400: () => app.inject({ method: 'POST', url: '/api/auth/password-reset', payload: { email: 'not an address' } }),
+      413: () => app.inject({ method: 'POST', url: '/api/auth/password-reset', payload: { email: 'x'.repeat(2_000_000) } }),
+      415: () => app.inject({ method: 'POST', url: '/api/auth/password-reset', ...text }),
+      429: () => overBudget(() => limited.inject({ method: 'POST', url: '/api/auth/password-reset', payload: { email: me.email } })),
+      500: () => failing(app.passwordReset, 'request', () => app.inject({ method: 'POST', url: '/api/auth/password-reset', payload: { email: me.email } })),
+      503: () => down.inject({ method: 'POST', url: '/api/auth/password-reset', payload: { email: me.email } })
+    },
+    'POST /api/auth/password-reset/confirm': {
+      204: async () => {
+        const { createHash, randomBytes } = await import('node:crypto')
+        const token = randomBytes(32).toString('base64url')
+        const who = await registerAndLogin(app)
+        const db = await sqlClient(t, app.databaseUrl)
+        await db.query('INSERT INTO password_reset_tokens (hash, user_id, expires_at) VALUES ($1, $2, now() + interval \'1 minute\')', [createHash('sha256').update(token).digest(), who.id])
+        return await app.inject({ method: 'POST', url: '/api/auth/password-reset/confirm', payload: { token, password: 'a new password' } })
+      },
+      400: () => app.inject({ method: 'POST', url: '/api/auth/password-reset/confirm', payload: { token: 'forged', password: 'a new password' } }),
+      413: () => app.inject({ method: 'POST', url: '/api/auth/password-reset/confirm', payload: { token: 'x'.repeat(2_000_000), password: 'a new password' } }),
+      415: () => app.inject({ method: 'POST', url: '/api/auth/password-reset/confirm', ...text }),
+      429: () => overBudget(() => limited.inject({ method: 'POST', url: '/api/auth/password-reset/confirm', payload: { token: 'forged', password: 'a new password' } })),
+      500: () => failing(app.passwordReset, 'confirm', () => app.inject({ method: 'POST', url: '/api/auth/password-reset/confirm', payload: { token: 'forged', password: 'a new password' } })),
+      503: () => down.inject({ method: 'POST', url: '/api/auth/password-reset/confirm', payload: { token: 'forged', password: 'a new password' } })
+    },
     'GET /api/user/{id}': {
       200: () => app.inject({ url: `/api/user/${me.id}`, headers: me.auth }),
       400: () => app.inject({ url: '/api/user/abc', headers: me.auth }),
@@ -459,6 +487,8 @@ t.test('each route answers every status it documents, and documents every status
     'POST /api/auth/login': ['/api/auth/login'],
     'POST /api/auth/refresh-token': ['/api/auth/refresh-token'],
     'POST /api/auth/logout': ['/api/auth/logout', me.auth],
+    'POST /api/auth/password-reset': ['/api/auth/password-reset'],
+    'POST /api/auth/password-reset/confirm': ['/api/auth/password-reset/confirm'],
     'PATCH /api/user/{id}': [`/api/user/${me.id}`, me.auth],
     'DELETE /api/user/{id}': [`/api/user/${me.id}`, me.auth],
     'POST /api/product': ['/api/product', me.auth],

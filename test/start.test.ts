@@ -89,6 +89,13 @@ t.test('a second start on the folder of a running server leaves its PostgreSQL a
   await next.exited
 })
 
+t.test('NODE_ENV=production without SMTP_URL stops with one clear line, exit 78: password reset needs e-mail', { timeout: 60_000 }, async (t) => {
+  const { code, output } = await runToExit(['src/server.ts'], { ...SERVER_ENV, NODE_ENV: 'production', DATABASE_URL: 'postgresql://nobody@127.0.0.1:1/none', PUBLIC_URL: 'https://shop.example.com' })
+  t.equal(code, 78)
+  t.match(output, /SMTP_URL is required in production/)
+  t.notMatch(output, /\n\s+at /, 'no stack trace')
+})
+
 t.test('NODE_ENV=production with no database configured stops with one clear line, exit 78', { timeout: 60_000 }, async (t) => {
   const { code, output } = await runToExit(['src/server.ts'], { ...SERVER_ENV, NODE_ENV: 'production' })
   t.equal(code, 78)

@@ -19,6 +19,9 @@ export function serviceEnv (databaseUrl: string, overrides: Record<string, strin
   return {
     NODE_ENV: 'production',
     SECRET: BENCH_SECRET,
+    // Required in production; the bench sends no e-mail, so no server is behind it.
+    SMTP_URL: 'smtp://127.0.0.1:9',
+    PUBLIC_URL: 'http://localhost:3000',
     DATABASE_URL: databaseUrl,
     LOG_LEVEL: 'info',
     BCRYPT_COST: '10',

@@ -227,7 +227,7 @@ t.test('docker compose up --build serves the API from .env.example', { skip: wan
   // replica that has just started lags past 200 ms and sheds (503 OVERLOADED, as designed),
   // which is not what the rolling restart measures. Nor is the per-user product quota: the
   // load's few users create products for minutes.
-  await writeFile(path.join(dir, '.env'), makeEnv(example, { DB_PASSWORD: password, SECRET: secret, PORT: String(port), ACCESS_TOKEN_TTL: '2h', LOG_LEVEL: 'info', COMPOSE_SUBNET: subnet, PROXY_IP: proxyIp, RATE_LIMIT_AUTH_MAX: '100000', MAX_EVENT_LOOP_DELAY_MS: '0', PRODUCTS_MAX_PER_USER: '1000000' }))
+  await writeFile(path.join(dir, '.env'), makeEnv(example, { DB_PASSWORD: password, SECRET: secret, SMTP_URL: 'smtp://mail.invalid:587', PUBLIC_URL: `http://localhost:${port}`, PORT: String(port), ACCESS_TOKEN_TTL: '2h', LOG_LEVEL: 'info', COMPOSE_SUBNET: subnet, PROXY_IP: proxyIp, RATE_LIMIT_AUTH_MAX: '100000', MAX_EVENT_LOOP_DELAY_MS: '0', PRODUCTS_MAX_PER_USER: '1000000' }))
   const valid = await dc(['config', '-q'])
   t.equal(valid.code, 0, `docker compose config is valid: ${valid.stderr}`)
 
