@@ -104,7 +104,7 @@ async function mailSender (app: FastifyInstance, options: MailSenderOptions): Pr
     } catch (error) {
       const backoff = Math.min(MAX_BACKOFF_MS, retryBaseMs * 2 ** (row.attempts - 1))
       const message = (error as Error).message
-      log.warn({ outboxId: row.id, kind: row.kind, attempts: row.attempts, retryInMs: backoff, err: message }, 'E-mail not delivered; retrying later')
+      log.warn({ outboxId: row.id, kind: row.kind, attempts: row.attempts, retryInMs: backoff, reason: message }, 'E-mail not delivered; retrying later')
       await prepared?.undo?.().catch(() => {})
       await app.outbox.failed(row.id, message, backoff).catch(() => {})
     }
@@ -120,7 +120,7 @@ async function mailSender (app: FastifyInstance, options: MailSenderOptions): Pr
         failing = false
       } catch (error) {
         // Once per outage: the database being down is reported by the requests too.
-        if (!failing) log.warn({ err: (error as Error).message }, 'The outbox cannot be read; retrying')
+        if (!failing) log.warn({ reason: (error as Error).message }, 'The outbox cannot be read; retrying')
         failing = true
         return
       }
