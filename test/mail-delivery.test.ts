@@ -1,6 +1,6 @@
 /**
  * The outbox and its sender against a real SMTP server (test/helpers/smtp-sink.ts): an SMTP
- * server that is down or refusing neither fails nor slows the requests, and loses nothing
+ * server that is down, slow or refusing neither fails nor slows the requests, and loses nothing
  * (every message is delivered, counted, once it is back); failures are recorded with their
  * error and a backoff; two replicas on one database deliver each message once; a replica
  * that dies holding messages leaves them to the others after the lease; a message past its
@@ -89,6 +89,18 @@ t.test('SMTP down: requests stay 202 and fast; failures are recorded; once it is
   t.equal((await db.query('SELECT count(*)::int AS n FROM outbox')).rows[0].n, 0, 'the outbox is empty')
   t.equal((await db.query('SELECT count(*)::int AS n FROM password_reset_tokens WHERE user_id = ANY($1)', [users.map((u) => u.id)])).rows[0].n, 20,
     'one token per e-mail delivered: the failed attempts left none behind')
+})
+
+t.test('SMTP slow (each message answered after 1.5 s): requests stay fast, every message arrives', async (t) => {
+  const users = await Promise.all(Array.from({ length: 5 }, async () => await registerAndLogin(app)))
+  sink.delay(1500)
+  t.teardown(() => { sink.delay(0) })
+  const before = sink.received.length
+  const times = await timedResets(users.map((u) => u.email))
+  t.comment(`reset request latency ms, SMTP slow: p50 ${percentile(times, 0.5).toFixed(2)} max ${Math.max(...times).toFixed(2)}`)
+  t.ok(Math.max(...times) < 1000, 'no request waited for the slow server')
+  await until('five delivered', () => sink.received.length >= before + 5)
+  t.equal(sink.received.length, before + 5)
 })
 
 t.test('SMTP refusing (4xx, then 5xx): retried with backoff, each failure recorded, delivered once accepted', async (t) => {

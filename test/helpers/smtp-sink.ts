@@ -2,7 +2,7 @@
  * A real SMTP server over TCP for the mail tests (the `smtp-server` package): STARTTLS
  * with a self-signed certificate made for the run, AUTH PLAIN/LOGIN required, every
  * accepted message parsed with `mailparser`. It can be stopped and started again on the
- * same port, and told to refuse (`4xx` or `5xx` at DATA) or accept.
+ * same port, told to refuse (`4xx` or `5xx` at DATA) or accept, and to answer slowly.
  */
 import { execFileSync } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
@@ -29,6 +29,8 @@ export interface SmtpSink {
   received: Received[]
   /** `accept`, or refuse every message with this SMTP reply code. */
   refuse: (code: number | null) => void
+  /** Answer each message's DATA only after this long (a slow server). */
+  delay: (ms: number) => void
   /** Refused DATA commands so far. */
   refusals: number
   stop: () => Promise<void>
@@ -54,6 +56,7 @@ interface Tap { teardown: (fn: () => unknown) => void }
 export async function startSmtpSink (t: Tap): Promise<SmtpSink> {
   const tls = certificate()
   let refuseWith: number | null = null
+  let delayMs = 0
   let server: SMTPServer | null = null
   let port = 0
   const sink: SmtpSink = {
@@ -62,6 +65,7 @@ export async function startSmtpSink (t: Tap): Promise<SmtpSink> {
     received: [],
     refusals: 0,
     refuse (code) { refuseWith = code },
+    delay (ms) { delayMs = ms },
     async stop () {
       const closing = server
       server = null
@@ -79,7 +83,8 @@ export async function startSmtpSink (t: Tap): Promise<SmtpSink> {
         onData (stream, session, callback) {
           const chunks: Buffer[] = []
           stream.on('data', (chunk: Buffer) => chunks.push(chunk))
-          stream.on('end', () => {
+          stream.on('end', () => { setTimeout(answer, delayMs) })
+          function answer (): void {
             if (refuseWith !== null) {
               sink.refusals++
               const error = new Error(refuseWith >= 500 ? 'Refused for good (test sink)' : 'Try again later (test sink)') as Error & { responseCode: number }
@@ -91,7 +96,7 @@ export async function startSmtpSink (t: Tap): Promise<SmtpSink> {
               sink.received.push({ mail, secure: session.secure, user: session.user as string | undefined })
               callback()
             }, callback)
-          })
+          }
         }
       })
       await new Promise<void>((resolve, reject) => {
