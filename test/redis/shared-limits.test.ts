@@ -109,3 +109,20 @@ t.test("route limits (@fastify/rate-limit's Redis store) are shared; with Redis 
   apps[0]!.redis!.disconnect() // this replica loses Redis: skipOnError lets its requests through
   t.equal((await apps[0]!.inject({ method: 'GET', url: '/limited', remoteAddress: '10.6.0.1' })).statusCode, 200)
 })
+
+t.test('password-reset e-mails per address: 10 requests at once, split over two replicas, send 3', async (t) => {
+  const redis = await testRedis(t)
+  if (redis === undefined) return
+  const { startSmtpSink } = await import('../helpers/smtp-sink.js')
+  const sink = await startSmtpSink(t)
+  const [a, b] = await replicas(t, redis, { SMTP_URL: sink.url, PUBLIC_URL: 'https://shop.example.com' }, { mail: { pollMs: 100, retryBaseMs: 100 } })
+  const user = await registerAndLogin(a)
+  const answers = await Promise.all(Array.from({ length: 10 }, async (_, i) =>
+    await (i % 2 === 0 ? a : b).inject({ method: 'POST', url: '/api/auth/password-reset', payload: { email: user.email }, remoteAddress: `10.5.0.${i}` })))
+  t.same(answers.map((r) => r.statusCode), Array(10).fill(202), 'every request answered alike')
+  await sink.waitFor(3)
+  await new Promise((resolve) => setTimeout(resolve, 500))
+  await Promise.all([a.mail.idle(), b.mail.idle()])
+  t.equal(sink.received.length, 3, 'three e-mails, counted in Redis for both replicas')
+  t.ok(await redis.client.exists(`${redis.prefix}attempts:password-resets:address:${user.email.toLowerCase()}`), 'the count is in Redis')
+})
