@@ -21,7 +21,7 @@ import { mailSender, outbox } from './modules/mail/index.js'
 import { metricsRoutes } from './modules/metrics/index.js'
 import { productImages, productRoutes, productsRepository, productsService } from './modules/products/index.js'
 import { sessionCookieNames, sessionsRepository, sessionsService } from './modules/sessions/index.js'
-import { accountLimiter, authBudget as createAuthBudget, passwordReset, userRoutes, usersRepository, usersService } from './modules/users/index.js'
+import { accountLimiter, authBudget as createAuthBudget, emailVerification, passwordReset, userRoutes, usersRepository, usersService } from './modules/users/index.js'
 import authentication from './plugins/authentication.js'
 import contentCoding from './plugins/content-coding.js'
 import cors, { corsHeadersOutsideFastify } from './plugins/cors.js'
@@ -62,8 +62,8 @@ export interface Tuning {
   keyFailures?: { max?: number, timeWindow?: number }
   /** Rotated refresh tokens kept per session (src/modules/sessions/repository.ts). */
   refreshTokensKept?: number
-  /** The mail sender's poll interval and first retry's wait, ms (src/modules/mail/sender.ts). */
-  mail?: { pollMs?: number, retryBaseMs?: number }
+  /** The mail sender's poll interval and first retry's wait, ms, or no sending at all (src/modules/mail/sender.ts). */
+  mail?: { pollMs?: number, retryBaseMs?: number, paused?: boolean }
 }
 
 export interface BuildAppOptions {
@@ -158,11 +158,12 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
   await app.register(sessionsService, config.auth)
   // One budget of password guesses per account, for login and the current-password checks.
   const guesses = accountLimiter(config.limits, attemptStore('guesses'))
-  await app.register(usersService, { guesses })
-  await app.register(productsService)
   // E-mail goes through the outbox, sent beside the requests (src/modules/mail/).
   await app.register(outbox)
   await app.register(mailSender, { ...config.mail, ...tuning.mail })
+  await app.register(emailVerification, { publicUrl: config.mail.publicUrl, store: attemptStore('verification-mails') })
+  await app.register(usersService, { guesses, requireVerifiedEmail: config.auth.requireVerifiedEmail })
+  await app.register(productsService)
   await app.register(passwordReset, { publicUrl: config.mail.publicUrl, ttlMs: durationMs(config.auth.passwordResetTtl), store: attemptStore('password-resets') })
 
   // One per-client budget for every request that costs a bcrypt computation.

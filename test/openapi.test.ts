@@ -75,6 +75,8 @@ t.test('every operation has a stable, unique camelCase operationId', async (t) =
     'POST /api/auth/logout': 'logout',
     'POST /api/auth/password-reset': 'requestPasswordReset',
     'POST /api/auth/password-reset/confirm': 'confirmPasswordReset',
+    'POST /api/auth/verify-email': 'verifyEmail',
+    'POST /api/auth/verify-email/resend': 'resendVerificationEmail',
     'POST /api/user': 'createUser',
     'GET /api/user/{id}': 'getUser',
     'PATCH /api/user/{id}': 'updateUser',
@@ -310,6 +312,28 @@ t.test('each route answers every status it documents, and documents every status
       500: () => failing(app.passwordReset, 'confirm', () => app.inject({ method: 'POST', url: '/api/auth/password-reset/confirm', payload: { token: 'forged', password: 'a new password' } })),
       503: () => down.inject({ method: 'POST', url: '/api/auth/password-reset/confirm', payload: { token: 'forged', password: 'a new password' } })
     },
+    'POST /api/auth/verify-email': {
+      204: async () => {
+        const { createHash, randomBytes } = await import('node:crypto')
+        const token = randomBytes(32).toString('base64url')
+        const db = await sqlClient(t, app.databaseUrl)
+        await db.query('INSERT INTO email_verification_tokens (hash, user_id, email, expires_at) VALUES ($1, $2, $3, now() + interval \'1 minute\')', [createHash('sha256').update(token).digest(), other.id, other.email])
+        return await app.inject({ method: 'POST', url: '/api/auth/verify-email', payload: { token } })
+      },
+      400: () => app.inject({ method: 'POST', url: '/api/auth/verify-email', payload: { token: 'forged' } }),
+      413: () => app.inject({ method: 'POST', url: '/api/auth/verify-email', payload: { token: 'x'.repeat(2_000_000) } }),
+      415: () => app.inject({ method: 'POST', url: '/api/auth/verify-email', ...text }),
+      429: () => overBudget(() => limited.inject({ method: 'POST', url: '/api/auth/verify-email', payload: { token: 'forged' } })),
+      500: () => failing(app.emailVerification, 'verify', () => app.inject({ method: 'POST', url: '/api/auth/verify-email', payload: { token: 'forged' } })),
+      503: () => down.inject({ method: 'POST', url: '/api/auth/verify-email', payload: { token: 'forged' } })
+    },
+    'POST /api/auth/verify-email/resend': {
+      202: () => app.inject({ method: 'POST', url: '/api/auth/verify-email/resend', headers: me.auth }),
+      401: () => app.inject({ method: 'POST', url: '/api/auth/verify-email/resend' }),
+      403: () => app.inject({ method: 'POST', url: '/api/auth/verify-email/resend', headers: { cookie: `__Secure-access_token=${me.token}`, origin: 'https://evil.example' } }),
+      500: () => failing(app.emailVerification, 'resend', () => app.inject({ method: 'POST', url: '/api/auth/verify-email/resend', headers: me.auth })),
+      503: () => down.inject({ method: 'POST', url: '/api/auth/verify-email/resend', headers: me.auth })
+    },
     'GET /api/user/{id}': {
       200: () => app.inject({ url: `/api/user/${me.id}`, headers: me.auth }),
       400: () => app.inject({ url: '/api/user/abc', headers: me.auth }),
@@ -489,6 +513,7 @@ t.test('each route answers every status it documents, and documents every status
     'POST /api/auth/logout': ['/api/auth/logout', me.auth],
     'POST /api/auth/password-reset': ['/api/auth/password-reset'],
     'POST /api/auth/password-reset/confirm': ['/api/auth/password-reset/confirm'],
+    'POST /api/auth/verify-email': ['/api/auth/verify-email'],
     'PATCH /api/user/{id}': [`/api/user/${me.id}`, me.auth],
     'DELETE /api/user/{id}': [`/api/user/${me.id}`, me.auth],
     'POST /api/product': ['/api/product', me.auth],

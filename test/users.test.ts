@@ -13,7 +13,7 @@ t.test('registration (POST /api/user and POST /api/auth/register)', async (t) =>
       const res = await app.inject({ method: 'POST', url, payload: body })
       t.equal(res.statusCode, 201)
       const user = res.json()
-      t.same(Object.keys(user).sort(), ['createdAt', 'email', 'id', 'names', 'updatedAt', 'username'])
+      t.same(Object.keys(user).sort(), ['createdAt', 'email', 'emailVerifiedAt', 'id', 'names', 'updatedAt', 'username'])
       t.equal(user.username, body.username)
       t.equal(user.email, body.email)
       assertNoSecrets(t, res, body.password)

@@ -35,9 +35,9 @@ const ALWAYS = [429, 500, 503]
  * each a whole problem body as the service answers it.
  */
 const EXAMPLES: Record<number, Array<[code: string, detail: string]>> = {
-  400: [['VALIDATION_FAILED', 'Invalid request body: /email must match format "email"'], ['MALFORMED_JSON', 'Body is not valid JSON but content-type is set to \'application/json\''], ['BAD_REQUEST', 'Send exactly one of `username` and `identity`'], ['IMAGE_MISSING', 'The form has no file part: send the image as one file'], ['TOO_MANY_FILES', 'Send exactly one file'], ['RESET_TOKEN_INVALID', 'The reset link is invalid, used or expired: ask for a new one']],
+  400: [['VALIDATION_FAILED', 'Invalid request body: /email must match format "email"'], ['MALFORMED_JSON', 'Body is not valid JSON but content-type is set to \'application/json\''], ['BAD_REQUEST', 'Send exactly one of `username` and `identity`'], ['IMAGE_MISSING', 'The form has no file part: send the image as one file'], ['TOO_MANY_FILES', 'Send exactly one file'], ['RESET_TOKEN_INVALID', 'The reset link is invalid, used or expired: ask for a new one'], ['VERIFICATION_TOKEN_INVALID', 'The verification link is invalid, used or expired, or the address has changed since: ask for a new one']],
   401: [['UNAUTHORIZED', 'The Authorization header (or the session cookie) is missing'], ['INVALID_REFRESH_TOKEN', 'The refresh token is invalid or expired'], ['REFRESH_TOKEN_REUSED', 'This refresh token was already used: the session has been revoked']],
-  403: [['FORBIDDEN', 'You can only access your own user record'], ['WRONG_PASSWORD', 'The current password is wrong'], ['CSRF_REJECTED', 'Refused: requests from origin "https://elsewhere.example" may not use the session cookies']],
+  403: [['FORBIDDEN', 'You can only access your own user record'], ['WRONG_PASSWORD', 'The current password is wrong'], ['CSRF_REJECTED', 'Refused: requests from origin "https://elsewhere.example" may not use the session cookies'], ['EMAIL_NOT_VERIFIED', 'Verify your e-mail address first: follow the link of the verification e-mail']],
   404: [['NOT_FOUND', 'Product 7 does not exist']],
   406: [['NOT_ACCEPTABLE', 'The product list is served as application/json or text/csv; the Accept header allows neither']],
   408: [['BODY_TOO_SLOW', 'The request body arrived too slowly']],

@@ -56,7 +56,10 @@ export async function build (t: Tap, options: BuildOptions = {}): Promise<TestAp
   }
   const config = loadConfig({ ...TEST_ENV, ...options.env, UPLOAD_DIR: uploads }, false)
   const url = options.databaseUrl ?? await createTestDatabase(t)
-  const app = await buildApp({ config, databaseUrl: url, logStream: options.logStream, tuning: options.tuning }) as TestApp
+  // E-mail (a registration's verification, a reset) stays in the outbox unless a test sends
+  // it (tuning.mail): the other tests neither pay for it nor see its queries.
+  const tuning = { mail: { paused: true }, ...options.tuning }
+  const app = await buildApp({ config, databaseUrl: url, logStream: options.logStream, tuning }) as TestApp
   app.config = config
   app.databaseUrl = url
   t.teardown(async () => { await app.close() })

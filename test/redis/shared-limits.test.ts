@@ -120,9 +120,10 @@ t.test('password-reset e-mails per address: 10 requests at once, split over two 
   const answers = await Promise.all(Array.from({ length: 10 }, async (_, i) =>
     await (i % 2 === 0 ? a : b).inject({ method: 'POST', url: '/api/auth/password-reset', payload: { email: user.email }, remoteAddress: `10.5.0.${i}` })))
   t.same(answers.map((r) => r.statusCode), Array(10).fill(202), 'every request answered alike')
-  await sink.waitFor(3)
+  const resets = () => sink.received.filter((r) => r.mail.subject === 'Reset your password').length
+  while (resets() < 3) await new Promise((resolve) => setTimeout(resolve, 25))
   await new Promise((resolve) => setTimeout(resolve, 500))
   await Promise.all([a.mail.idle(), b.mail.idle()])
-  t.equal(sink.received.length, 3, 'three e-mails, counted in Redis for both replicas')
+  t.equal(resets(), 3, 'three e-mails, counted in Redis for both replicas')
   t.ok(await redis.client.exists(`${redis.prefix}attempts:password-resets:address:${user.email.toLowerCase()}`), 'the count is in Redis')
 })

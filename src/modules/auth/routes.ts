@@ -1,5 +1,5 @@
 /**
- * POST /api/auth/register, /login, /refresh-token, /logout, /password-reset and /password-reset/confirm. Register and login spend the
+ * POST /api/auth/register, /login, /refresh-token, /logout, /password-reset(/confirm) and /verify-email(/resend). Register and login spend the
  * client's one budget of bcrypt-costing requests (src/modules/users/budget.ts, shared with the user routes);
  * login is also limited per account (password guesses per account, src/modules/users/account-limit.ts).
  * Login starts a session (src/modules/sessions/): tokens in the body for API clients, or in
@@ -12,7 +12,7 @@ import type { OriginCheck } from '../../lib/csrf.js'
 import { BadRequest } from '../../lib/problem.js'
 import { empty, header, HEADERS, json, problems, sessionAuth } from '../../lib/responses.js'
 import { deliverSession, RefreshBody, SessionResult } from '../sessions/index.js'
-import { PasswordResetAccepted, PasswordResetBody, PasswordResetConfirmBody, registrationRoute, type AuthBudget } from '../users/index.js'
+import { PasswordResetAccepted, PasswordResetBody, PasswordResetConfirmBody, registrationRoute, VerificationQueued, VerifyEmailBody, type AuthBudget } from '../users/index.js'
 import { LoginBody, LogoutBody } from './schemas.js'
 
 export interface AuthRoutesOptions {
@@ -70,6 +70,38 @@ export const authRoutes: FastifyPluginAsyncTypebox<AuthRoutesOptions> = async (a
   }, async (request, reply) => {
     await app.passwordReset.confirm(request.body.token, request.body.password)
     return await reply.code(204).header('cache-control', 'no-store').send(null)
+  })
+
+  routes.post('/verify-email', {
+    onRequest: options.authBudget,
+    schema: {
+      operationId: 'verifyEmail',
+      tags: ['auth'],
+      summary: 'Verify an e-mail address with the token of its verification link',
+      description: 'The token is the part of the e-mailed link after `#token=`; no login is needed (the link may be opened on another device). ' +
+        'Sets the user\'s `emailVerifiedAt`. An unknown, used or expired token, or one sent to an address the user has since changed: 400 `VERIFICATION_TOKEN_INVALID`.',
+      body: VerifyEmailBody,
+      response: { 204: empty('the address is verified'), ...problems(400, 413, 415) }
+    }
+  }, async (request, reply) => {
+    await app.emailVerification.verify(request.body.token)
+    return await reply.code(204).send(null)
+  })
+
+  routes.post('/verify-email/resend', {
+    onRequest: app.authenticate,
+    schema: {
+      operationId: 'resendVerificationEmail',
+      tags: ['auth'],
+      summary: 'E-mail the verification link of your address again',
+      description: 'Authenticated; no body. Nothing is sent when the address is verified already. At most 3 per user per hour: 429 with `Retry-After` past it.',
+      security: sessionAuth,
+      response: { 202: json(VerificationQueued), ...problems(401, 403) }
+    }
+  }, async (request, reply) => {
+    const user = request.currentUser!
+    await app.emailVerification.resend(user.id, user.email, reply)
+    return await reply.code(202).send({ detail: `A verification link is on its way to ${user.email}, unless it is verified already` })
   })
 
   // Login alone also reads HTML form bodies: the parser is registered in this scope only,

@@ -11,6 +11,7 @@
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
 import type { Transaction } from '../../db/sql.js'
+import type { Prisma } from '../../generated/prisma/client.js'
 import type { OutboxRow } from './outbox.js'
 import { localTransport, smtpTransport, type MailTransport, type Message } from './transport.js'
 
@@ -43,6 +44,8 @@ export interface MailSenderOptions {
   /** Tests: a shorter poll and backoff. */
   pollMs?: number
   retryBaseMs?: number
+  /** Tests that send no e-mail: messages are written to the outbox and stay there. */
+  paused?: boolean
 }
 
 export interface Mail {
@@ -50,6 +53,8 @@ export interface Mail {
   define: (kind: string, prepare: Prepare) => void
   /** Writes a message to the outbox (inside `tx` when given: call `wake` after it commits). */
   enqueue: (kind: string, payload: unknown, expiresInMs: number, tx?: Transaction) => Promise<void>
+  /** The same in a Prisma transaction; call `wake` after it commits. */
+  enqueueWith: (tx: Prisma.TransactionClient, kind: string, payload: unknown, expiresInMs: number) => Promise<void>
   /** Looks at the outbox now. */
   wake: () => void
   /** Resolves when the sender has nothing in hand (tests). */
@@ -132,7 +137,7 @@ async function mailSender (app: FastifyInstance, options: MailSenderOptions): Pr
   }
 
   function wake (): void {
-    if (closing) return
+    if (closing || options.paused === true) return
     if (running !== null) { again = true; return }
     running = drain().finally(() => { running = null })
   }
@@ -145,6 +150,9 @@ async function mailSender (app: FastifyInstance, options: MailSenderOptions): Pr
     async enqueue (kind, payload, expiresInMs, tx) {
       await app.outbox.enqueue(kind, payload, expiresInMs, tx)
       if (tx === undefined) wake()
+    },
+    async enqueueWith (tx, kind, payload, expiresInMs) {
+      await app.outbox.enqueueWith(tx, kind, payload, expiresInMs)
     },
     wake,
     async idle () {

@@ -10,7 +10,7 @@
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
 import { sql, type Transaction } from '../../db/sql.js'
-import type { PrismaClient } from '../../generated/prisma/client.js'
+import type { Prisma, PrismaClient } from '../../generated/prisma/client.js'
 import { keysetPage, keysetQuery, type PageOf, type PageQueryInput } from '../../lib/schemas.js'
 import type { PublicUser } from './schemas.js'
 
@@ -20,6 +20,7 @@ const PUBLIC_COLUMNS = {
   username: 'username',
   email: 'email',
   names: 'names',
+  emailVerifiedAt: 'email_verified_at',
   createdAt: 'created_at',
   updatedAt: 'updated_at'
 } as const satisfies Record<keyof PublicUser, string>
@@ -34,7 +35,7 @@ export type TokenUser = PublicUser & { tokenVersion: number }
 interface LoginAccount {
   /** `lower(name)` under the database's collation: what citext compares. */
   folded: string
-  credentials: { id: number, passwordHash: string, tokenVersion: number } | null
+  credentials: { id: number, passwordHash: string, tokenVersion: number, emailVerified: boolean } | null
 }
 
 // The session check is a join on the session's primary key in the same statement: no
@@ -48,7 +49,8 @@ const TOKEN_USER_SQL = `SELECT ${Object.entries(PUBLIC_COLUMNS).map(([field, col
 // spelling every variant of the name shares) and the account's credentials, if any.
 const loginSql = (column: 'username' | 'email') =>
   `WITH login AS (SELECT $1::citext AS name)
-   SELECT lower(login.name::text) AS folded, u.id, u.password_hash AS "passwordHash", u.token_version AS "tokenVersion"
+   SELECT lower(login.name::text) AS folded, u.id, u.password_hash AS "passwordHash", u.token_version AS "tokenVersion",
+     u.email_verified_at IS NOT NULL AS "emailVerified"
    FROM login LEFT JOIN users u ON u.${column} = login.name`
 const LOGIN_SQL = { username: loginSql('username'), email: loginSql('email') }
 
@@ -62,6 +64,17 @@ const RESET_PASSWORD_SQL = 'UPDATE users SET password_hash = $2, token_version =
 // The user's expired tokens go when a new one is made: a user has a few rows at most.
 const RESET_CREATE_SQL = `WITH expired AS (DELETE FROM password_reset_tokens WHERE user_id = $1 AND expires_at <= now())
   INSERT INTO password_reset_tokens (hash, user_id, expires_at) VALUES ($2, $1, now() + $3::int * interval '1 millisecond')`
+
+// A verification token is used by deleting it (as a reset token); it verifies the address it
+// was made for, only while the user still has that address.
+const VERIFICATION_USE_SQL = 'DELETE FROM email_verification_tokens WHERE hash = $1 AND expires_at > now() RETURNING user_id AS "userId", email::text AS email'
+const VERIFICATION_APPLY_SQL = `UPDATE users SET email_verified_at = coalesce(email_verified_at, now()), updated_at = now()
+  WHERE id = $1 AND email = $2::citext RETURNING id`
+const VERIFICATION_CREATE_SQL = `WITH expired AS (DELETE FROM email_verification_tokens WHERE user_id = $1 AND expires_at <= now())
+  INSERT INTO email_verification_tokens (hash, user_id, email, expires_at) VALUES ($2, $1, $3, now() + $4::int * interval '1 millisecond')`
+
+/** Work done in a repository's transaction by its caller (Prisma's transaction client). */
+export type AlsoInTransaction = (tx: Prisma.TransactionClient, user: TokenUser) => Promise<void>
 
 function usersRepository (prisma: PrismaClient) {
   const db = sql(prisma)
@@ -80,15 +93,20 @@ function usersRepository (prisma: PrismaClient) {
     async findLoginAccount (login: { username: string } | { email: string }): Promise<LoginAccount> {
       const column = 'email' in login ? 'email' : 'username'
       const name = 'email' in login ? login.email : login.username
-      type Row = { folded: string, id: number | null, passwordHash: string | null, tokenVersion: number | null }
+      type Row = { folded: string, id: number | null, passwordHash: string | null, tokenVersion: number | null, emailVerified: boolean }
       const [row] = await db.rows<Row>(`login-account-${column}`, LOGIN_SQL[column], [name])
       if (row === undefined) throw new Error('The login query returned no row')
-      const credentials = row.id === null ? null : { id: row.id, passwordHash: row.passwordHash!, tokenVersion: row.tokenVersion! }
+      const credentials = row.id === null ? null : { id: row.id, passwordHash: row.passwordHash!, tokenVersion: row.tokenVersion!, emailVerified: row.emailVerified }
       return { folded: row.folded, credentials }
     },
 
-    async create (data: { username: string, email: string, names?: string, passwordHash: string }): Promise<TokenUser> {
-      return await prisma.user.create({ data, select: { ...publicUserSelect, tokenVersion: true } })
+    /** Creates a user; `also` runs in the same transaction (the outbox row of its verification e-mail). */
+    async create (data: { username: string, email: string, names?: string, passwordHash: string }, also: AlsoInTransaction): Promise<TokenUser> {
+      return await prisma.$transaction(async (tx) => {
+        const user = await tx.user.create({ data, select: { ...publicUserSelect, tokenVersion: true } })
+        await also(tx, user)
+        return user
+      })
     },
 
     /** The password hash and token version of a user, by id. */
@@ -96,12 +114,52 @@ function usersRepository (prisma: PrismaClient) {
       return await prisma.user.findUnique({ where: { id }, select: { id: true, passwordHash: true, tokenVersion: true } })
     },
 
-    /** Changes a user; a new password hash also bumps the token version (earlier tokens stop working). */
-    async update (id: number, data: { username?: string, email?: string, names?: string | null, passwordHash?: string }): Promise<TokenUser> {
-      return await prisma.user.update({
-        where: { id },
-        data: data.passwordHash === undefined ? data : { ...data, tokenVersion: { increment: 1 } },
-        select: { ...publicUserSelect, tokenVersion: true }
+    /**
+     * Changes a user; a new password hash also bumps the token version (earlier tokens stop
+     * working). A new e-mail address is unverified, and `onNewEmail` runs in the same
+     * transaction (the outbox row of its verification e-mail).
+     */
+    async update (id: number, data: { username?: string, email?: string, names?: string | null, passwordHash?: string }, onNewEmail: AlsoInTransaction): Promise<TokenUser> {
+      const changes = data.passwordHash === undefined ? data : { ...data, tokenVersion: { increment: 1 } }
+      const select = { ...publicUserSelect, tokenVersion: true }
+      if (data.email === undefined) return await prisma.user.update({ where: { id }, data: changes, select })
+      return await prisma.$transaction(async (tx) => {
+        const before = await tx.user.findUnique({ where: { id }, select: { email: true } })
+        const moved = before !== null && before.email.toLowerCase() !== data.email!.toLowerCase()
+        const user = await tx.user.update({ where: { id }, data: moved ? { ...changes, emailVerifiedAt: null } : changes, select })
+        if (moved) await onNewEmail(tx, user)
+        return user
+      })
+    },
+
+    /** The address of user `id` and whether it is verified. */
+    async findEmail (id: number): Promise<{ email: string, verified: boolean } | null> {
+      const [row] = await db.rows<{ email: string, verified: boolean }>('user-email', 'SELECT email::text AS email, email_verified_at IS NOT NULL AS verified FROM users WHERE id = $1', [id])
+      return row ?? null
+    },
+
+    /** Stores a verification token of `email` for user `userId` by its digest, valid for `ttlMs`. */
+    async createVerificationToken (userId: number, email: string, hash: Buffer, ttlMs: number): Promise<void> {
+      await db.rows('verification-token-create', VERIFICATION_CREATE_SQL, [userId, hash, email, ttlMs])
+    },
+
+    /** Removes a verification token (its e-mail could not be sent). */
+    async deleteVerificationToken (hash: Buffer): Promise<void> {
+      await db.rows('verification-token-delete', 'DELETE FROM email_verification_tokens WHERE hash = $1', [hash])
+    },
+
+    /**
+     * Uses the live verification token of digest `hash`: its user's address is verified if
+     * it is still the one the token was made for. False for an unknown, used or expired
+     * token, or one of an address the user has since left.
+     */
+    async verifyEmail (hash: Buffer): Promise<boolean> {
+      return await db.transaction('e-mail verification', async (tx) => {
+        const [used] = await db.rows<{ userId: number, email: string }>('verification-token-use', VERIFICATION_USE_SQL, [hash], tx)
+        if (used === undefined) return false
+        const verified = await db.rows('verification-apply', VERIFICATION_APPLY_SQL, [used.userId, used.email], tx)
+        await db.rows('verification-token-others', 'DELETE FROM email_verification_tokens WHERE user_id = $1', [used.userId], tx)
+        return verified.length === 1
       })
     },
 

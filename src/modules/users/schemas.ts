@@ -47,13 +47,14 @@ export const DeleteUserBody = Type.Object({
   password: passwordToCheck('your current password')
 }, { additionalProperties: false, examples: [{ password: 'wonderland!' }] })
 
-const userExample = { id: 1, username: 'alice', email: 'alice@example.com', names: 'Alice Liddell', createdAt: '2026-11-23T20:00:00.000Z', updatedAt: '2026-11-23T20:00:00.000Z' }
+const userExample = { id: 1, username: 'alice', email: 'alice@example.com', names: 'Alice Liddell', emailVerifiedAt: '2026-11-23T20:05:00.000Z', createdAt: '2026-11-23T20:00:00.000Z', updatedAt: '2026-11-23T20:05:00.000Z' }
 
 export const User = Type.Object({
   id: Id,
   username: Type.String(),
   email: Type.String(),
   names: Type.Union([Type.String(), Type.Null()], { description: 'display name; null when none was given' }),
+  emailVerifiedAt: Type.Union([Timestamp, Type.Null()], { description: 'when the owner of `email` followed its verification link; null: not verified (a changed address starts unverified)' }),
   createdAt: Timestamp,
   updatedAt: Timestamp
 }, {
@@ -98,3 +99,11 @@ export const PasswordResetConfirmBody = Type.Object({
   token: ResetToken,
   password: Password
 }, { additionalProperties: false, examples: [{ token: 'q3Yl3Qp0cS7b0n1Z8M2v3hX9wR4t5y6u7i8o9p0aBcD', password: 'a new password' }] })
+
+export const VerifyEmailBody = Type.Object({
+  token: Type.String({ minLength: 1, maxLength: 128, description: 'the `token` of the verification link (after `#token=`)' })
+}, { additionalProperties: false, examples: [{ token: 'q3Yl3Qp0cS7b0n1Z8M2v3hX9wR4t5y6u7i8o9p0aBcD' }] })
+
+export const VerificationQueued = Type.Object({
+  detail: Type.String()
+}, { description: 'a verification link is on its way, unless the address is verified already', examples: [{ detail: 'A verification link is on its way to alice@example.com, unless it is verified already' }] })

@@ -12,11 +12,14 @@ import type { PageOf, PageQueryInput } from '../../lib/schemas.js'
 import { MAX_PASSWORD_BYTES, type PasswordHasher } from '../../plugins/password.js'
 import type { ProductImages, ProductsRepository } from '../products/index.js'
 import { accountKey, type AccountLimiter } from './account-limit.js'
+import type { EmailVerification } from './email-verification.js'
 import type { UsersRepository } from './repository.js'
 import type { PublicUser, RegisterInput, UpdateUserInput } from './schemas.js'
 
 /** A wrong current password on PATCH or DELETE /api/user/:id: 403 (the token is fine; 401 would tell clients to drop it). */
 const WrongPassword = createError('WRONG_PASSWORD', 'The current password is wrong', 403)
+/** Login with the right password to an account whose address is not verified, when REQUIRE_VERIFIED_EMAIL is on. */
+const EmailNotVerified = createError('EMAIL_NOT_VERIFIED', 'Verify your e-mail address first: follow the link of the verification e-mail', 403)
 
 function checkPasswordBytes (password: string): void {
   if (Buffer.byteLength(password, 'utf8') > MAX_PASSWORD_BYTES) {
@@ -33,9 +36,13 @@ interface UsersServiceDependencies {
   products: Pick<ProductsRepository, 'deleteAllOf'>
   /** Their image files are removed once it has committed. */
   images: Pick<ProductImages, 'discard'>
+  /** The verification e-mail of a new address, written with it. */
+  verification: Pick<EmailVerification, 'queue' | 'wake'>
+  /** REQUIRE_VERIFIED_EMAIL. */
+  requireVerifiedEmail: boolean
 }
 
-function usersService ({ users, passwords, guesses, products, images }: UsersServiceDependencies) {
+function usersService ({ users, passwords, guesses, products, images, verification, requireVerifiedEmail }: UsersServiceDependencies) {
   /** bcrypt's verdict, or the time of one spent on nothing when there is no hash to compare or the password is longer than bcrypt reads. */
   async function verify (password: string, passwordHash: string | undefined): Promise<boolean> {
     return passwordHash === undefined || Buffer.byteLength(password, 'utf8') > MAX_PASSWORD_BYTES
@@ -75,7 +82,8 @@ function usersService ({ users, passwords, guesses, products, images }: UsersSer
       const passwordHash = await passwords.hash(body.password)
       // A duplicate username or e-mail, even from a racing registration, fails on the
       // unique index and is answered 409 by the error handler.
-      const { tokenVersion: _, ...user } = await users.create({ username: body.username, email: body.email, names: body.names, passwordHash })
+      const { tokenVersion: _, ...user } = await users.create({ username: body.username, email: body.email, names: body.names, passwordHash }, verification.queue)
+      verification.wake()
       return user
     },
 
@@ -92,6 +100,8 @@ function usersService ({ users, passwords, guesses, products, images }: UsersSer
       const valid = await verify(password, credentials?.passwordHash)
       if (!valid || credentials === null) throw new Unauthorized('The username or password is wrong')
       await guesses.release(reservation)
+      // Only after the password: the answer tells nothing about an account to someone without it.
+      if (requireVerifiedEmail && !credentials.emailVerified) throw new EmailNotVerified()
       return { id: credentials.id, tokenVersion: credentials.tokenVersion }
     },
 
@@ -117,7 +127,8 @@ function usersService ({ users, passwords, guesses, products, images }: UsersSer
         checkPasswordBytes(password)
         passwordHash = await passwords.hash(password)
       }
-      const { tokenVersion, ...user } = await users.update(id, { ...fields, passwordHash })
+      const { tokenVersion, ...user } = await users.update(id, { ...fields, passwordHash }, verification.queue)
+      if (fields.email !== undefined) verification.wake()
       if (passwordHash === undefined) return { user }
       return { user, tokenVersion }
     },
@@ -150,8 +161,9 @@ declare module 'fastify' {
 
 interface UsersServicePluginOptions {
   guesses: AccountLimiter
+  requireVerifiedEmail: boolean
 }
 
 export default fp(async function usersServicePlugin (app: FastifyInstance, options: UsersServicePluginOptions) {
-  app.decorate('users', usersService({ users: app.usersRepository, passwords: app.passwords, guesses: options.guesses, products: app.productsRepository, images: app.productImages }))
-}, { name: 'users-service', fastify: '5.x', dependencies: ['users-repository', 'passwords', 'products-repository', 'product-images'] })
+  app.decorate('users', usersService({ users: app.usersRepository, passwords: app.passwords, guesses: options.guesses, products: app.productsRepository, images: app.productImages, verification: app.emailVerification, requireVerifiedEmail: options.requireVerifiedEmail }))
+}, { name: 'users-service', fastify: '5.x', dependencies: ['users-repository', 'passwords', 'products-repository', 'product-images', 'email-verification'] })

@@ -1,0 +1,105 @@
+/**
+ * E-mail verification, decorated as `app.emailVerification`: registration and a change of
+ * address write, in their own transaction, an outbox row for a verification e-mail (through
+ * the users repository's `also`); when the sender prepares it, a single-use token is made
+ * (stored as its SHA-256, with the address it verifies) and put in the link. Following it
+ * sets `emailVerifiedAt`, if the user still has that address.
+ *
+ * Not done here: a pending change that takes effect only once the new address confirms, and
+ * a notice to the old address. A change takes effect at once and starts unverified.
+ */
+import { createHash, randomBytes } from 'node:crypto'
+import createError from '@fastify/error'
+import type { FastifyInstance, FastifyReply } from 'fastify'
+import fp from 'fastify-plugin'
+import { budget, type AttemptStore } from '../../lib/attempts.js'
+import type { Prisma } from '../../generated/prisma/client.js'
+import type { Mail } from '../mail/index.js'
+import type { TokenUser, UsersRepository } from './repository.js'
+
+const VerificationTokenInvalid = createError('VERIFICATION_TOKEN_INVALID', 'The verification link is invalid, used or expired, or the address has changed since: ask for a new one', 400)
+const TooManyVerificationMails = createError('RATE_LIMITED', 'Too many verification e-mails; retry in %d s', 429)
+
+export const VERIFY_KIND = 'verify-email'
+/** A verification link works this long after its sending, ms. */
+export const VERIFICATION_TTL_MS = 24 * 3_600_000
+/** A verification e-mail not delivered within this long is not worth sending, ms. */
+const SEND_WINDOW_MS = 24 * 3_600_000
+/** Verification e-mails a user may ask for again per window. */
+export const RESENDS_PER_USER = { max: 3, timeWindow: 3_600_000 }
+
+function digest (token: string): Buffer {
+  return createHash('sha256').update(token).digest()
+}
+
+function escapeHtml (text: string): string {
+  return text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`)
+}
+
+export interface EmailVerificationOptions {
+  /** PUBLIC_URL (no trailing slash): the base of the link. */
+  publicUrl: string
+  /** Where the per-user counts of resends live. */
+  store?: AttemptStore
+}
+
+interface Dependencies extends EmailVerificationOptions {
+  users: UsersRepository
+  mail: Mail
+}
+
+function emailVerification ({ users, mail, publicUrl, store }: Dependencies) {
+  const resends = budget({ ...RESENDS_PER_USER, store, refusal: (seconds) => new TooManyVerificationMails(seconds) })
+
+  mail.define(VERIFY_KIND, async (payload) => {
+    const { userId, email } = payload as { userId: number, email: string }
+    const user = await users.findEmail(userId)
+    // Gone, verified meanwhile, or moved on to another address (which has its own e-mail).
+    if (user === null || user.verified || user.email.toLowerCase() !== email.toLowerCase()) return null
+    const token = randomBytes(32).toString('base64url')
+    const hashed = digest(token)
+    await users.createVerificationToken(userId, user.email, hashed, VERIFICATION_TTL_MS)
+    const link = `${publicUrl}/verify-email#token=${token}`
+    return {
+      message: {
+        to: user.email,
+        subject: 'Verify your e-mail address',
+        text: `Please confirm that this address belongs to your account by opening this link within 24 hours:\n\n${link}\n\nIf you did not sign up or change your address, ignore this e-mail.\n`,
+        html: `<p>Please confirm that this address belongs to your account by opening this link within 24 hours:</p><p><a href="${escapeHtml(link)}">Verify your e-mail address</a></p><p>If you did not sign up or change your address, ignore this e-mail.</p>`
+      },
+      undo: async () => { await users.deleteVerificationToken(hashed) }
+    }
+  })
+
+  return {
+    /** Writes the verification e-mail of `user`'s address in the transaction `tx` (call `wake` once it commits). */
+    async queue (tx: Prisma.TransactionClient, user: TokenUser): Promise<void> {
+      await mail.enqueueWith(tx, VERIFY_KIND, { userId: user.id, email: user.email }, SEND_WINDOW_MS)
+    },
+
+    wake: mail.wake,
+
+    /** Sends the link again (RESENDS_PER_USER, else 429); nothing when the address is verified. */
+    async resend (userId: number, email: string, reply: FastifyReply): Promise<void> {
+      await resends.spend(`user:${userId}`, reply)
+      await mail.enqueue(VERIFY_KIND, { userId, email }, SEND_WINDOW_MS)
+    },
+
+    /** Verifies the address of the token; 400 VERIFICATION_TOKEN_INVALID otherwise. */
+    async verify (token: string): Promise<void> {
+      if (!await users.verifyEmail(digest(token))) throw new VerificationTokenInvalid()
+    }
+  }
+}
+
+export type EmailVerification = ReturnType<typeof emailVerification>
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    emailVerification: EmailVerification
+  }
+}
+
+export default fp(async function emailVerificationPlugin (app: FastifyInstance, options: EmailVerificationOptions) {
+  app.decorate('emailVerification', emailVerification({ ...options, users: app.usersRepository, mail: app.mail }))
+}, { name: 'email-verification', fastify: '5.x', dependencies: ['users-repository', 'mail-sender'] })
