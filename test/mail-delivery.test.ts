@@ -147,6 +147,16 @@ t.test('a message past its expiry is given up, and recorded', async (t) => {
   await db.query('DELETE FROM outbox')
 })
 
+t.test('a kind this replica does not know (an older version in a rolling deployment) is left for another, not given up', async (t) => {
+  const db = await sqlClient(t, app.databaseUrl)
+  await db.query('INSERT INTO outbox (kind, payload, expires_at) VALUES ($1, $2, now() + interval \'1 minute\')', ['from-the-future', '{}'])
+  await until('an attempt', async () => (await db.query('SELECT count(*)::int AS n FROM outbox WHERE attempts >= 1 AND last_error IS NOT NULL')).rows[0].n === 1)
+  const [row] = (await db.query('SELECT last_error AS "lastError", next_attempt_at IS NOT NULL AS later FROM outbox')).rows
+  t.match(row.lastError, /no sender for kind from-the-future/)
+  t.ok(row.later, 'another attempt is planned')
+  await db.query('DELETE FROM outbox')
+})
+
 t.test('two replicas on one database: each message delivered once', async (t) => {
   const other = await build(t, { databaseUrl: app.databaseUrl, env: { SMTP_URL: sink.url, PUBLIC_URL }, tuning: FAST })
   defineNote(other)

@@ -85,14 +85,21 @@ async function mailSender (app: FastifyInstance, options: MailSenderOptions): Pr
   let failing = false
 
   async function deliver (row: OutboxRow): Promise<void> {
+    const backoff = Math.min(MAX_BACKOFF_MS, retryBaseMs * 2 ** (row.attempts - 1))
+    if (row.expired) {
+      log.error({ outboxId: row.id, kind: row.kind, attempts: row.attempts }, 'E-mail given up: it expired before it could be delivered')
+      await app.outbox.failed(row.id, 'expired before it could be delivered', -1).catch(() => {})
+      return
+    }
     const prepare = kinds.get(row.kind)
-    if (row.expired || prepare === undefined) {
-      const why = row.expired ? 'expired before it could be delivered' : `no sender for kind ${row.kind}`
-      log.error({ outboxId: row.id, kind: row.kind, attempts: row.attempts }, `E-mail given up: ${why}`)
-      await app.outbox.failed(row.id, why, -1)
+    if (prepare === undefined) {
+      // A replica of an older version, during a rolling deployment: a newer one will send it.
+      log.warn({ outboxId: row.id, kind: row.kind }, 'E-mail of a kind this replica does not know; left to another')
+      await app.outbox.failed(row.id, `no sender for kind ${row.kind} in this replica`, backoff).catch(() => {})
       return
     }
     let prepared: Prepared | null = null
+    let sent = false
     try {
       prepared = await prepare(row.payload)
       if (prepared !== null) {
@@ -103,14 +110,20 @@ async function mailSender (app: FastifyInstance, options: MailSenderOptions): Pr
           messageId: `<outbox.${row.id}@${domain}>`,
           headers: { 'Auto-Submitted': 'auto-generated' }
         })
+        sent = true
       }
       await app.outbox.delivered(row.id)
-      if (prepared !== null) log.info({ outboxId: row.id, kind: row.kind, attempts: row.attempts }, 'E-mail delivered')
+      if (sent) log.info({ outboxId: row.id, kind: row.kind, attempts: row.attempts }, 'E-mail delivered')
     } catch (error) {
-      const backoff = Math.min(MAX_BACKOFF_MS, retryBaseMs * 2 ** (row.attempts - 1))
       const message = (error as Error).message
-      log.warn({ outboxId: row.id, kind: row.kind, attempts: row.attempts, retryInMs: backoff, reason: message }, 'E-mail not delivered; retrying later')
-      await prepared?.undo?.().catch(() => {})
+      if (sent) {
+        // Delivered, but the row stays: it is sent again after the backoff (at least once),
+        // and the link already sent keeps working.
+        log.warn({ outboxId: row.id, kind: row.kind, reason: message }, 'E-mail delivered, but not marked so; it will be sent again')
+      } else {
+        log.warn({ outboxId: row.id, kind: row.kind, attempts: row.attempts, retryInMs: backoff, reason: message }, 'E-mail not delivered; retrying later')
+        await prepared?.undo?.().catch(() => {})
+      }
       await app.outbox.failed(row.id, message, backoff).catch(() => {})
     }
   }
@@ -139,7 +152,7 @@ async function mailSender (app: FastifyInstance, options: MailSenderOptions): Pr
   function wake (): void {
     if (closing || options.paused === true) return
     if (running !== null) { again = true; return }
-    running = drain().finally(() => { running = null })
+    running = drain().catch((error: unknown) => { log.error({ err: error }, 'The mail sender failed') }).finally(() => { running = null })
   }
 
   const timer = setInterval(wake, pollMs)
