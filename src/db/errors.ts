@@ -56,6 +56,10 @@ export function classifyDatabaseError (error: unknown): Classified | undefined {
       return { status: 404, code: 'NOT_FOUND', detail: 'The record does not exist' }
     case 'P1000': case 'P1001': case 'P1002': case 'P1003': case 'P1017': case 'P2024':
       return unavailable()
+    // An interactive transaction (a registration and its outbox row) that could not start
+    // or finish in Prisma's time: the pool or the database is too busy.
+    case 'P2028':
+      return { status: 503, code: 'SERVICE_UNAVAILABLE', detail: 'The database did not answer in time; retry shortly' }
     case 'P2021': case 'P2022':
       return schemaNotReady()
   }

@@ -38,6 +38,7 @@ t.test('no answer in time: 503 (frozen-database.test.ts produces them for real)'
     ['pg: statement timeout (57014)', pgError('57014', 'canceling statement due to statement timeout')],
     ['pg: lock timeout (55P03)', pgError('55P03', 'canceling statement due to lock timeout')],
     ['adapter: 57014', adapter({ originalCode: '57014', kind: 'postgres' })],
+    ['prisma: P2028, a transaction not started or finished in time', Object.assign(new Error('Transaction API error: Unable to start a transaction in the given time.'), { code: 'P2028' })],
     ['pg: client query timeout', new Error('Query read timeout')],
     ['wrapped client query timeout', new Error('Reading the token\'s user failed: Query read timeout', { cause: new Error('Query read timeout') })]
   ]
