@@ -8,11 +8,11 @@
  * Not done here: a pending change that takes effect only once the new address confirms, and
  * a notice to the old address. A change takes effect at once and starts unverified.
  */
-import { createHash, randomBytes } from 'node:crypto'
 import createError from '@fastify/error'
 import type { FastifyInstance, FastifyReply } from 'fastify'
 import fp from 'fastify-plugin'
 import { budget, type AttemptStore } from '../../lib/attempts.js'
+import { escapeHtml, newLinkToken, tokenDigest } from '../../lib/link-token.js'
 import type { Prisma } from '../../generated/prisma/client.js'
 import type { Mail } from '../mail/index.js'
 import type { TokenUser, UsersRepository } from './repository.js'
@@ -27,14 +27,6 @@ export const VERIFICATION_TTL_MS = 24 * 3_600_000
 const SEND_WINDOW_MS = 24 * 3_600_000
 /** Verification e-mails a user may ask for again per window. */
 export const RESENDS_PER_USER = { max: 3, timeWindow: 3_600_000 }
-
-function digest (token: string): Buffer {
-  return createHash('sha256').update(token).digest()
-}
-
-function escapeHtml (text: string): string {
-  return text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`)
-}
 
 export interface EmailVerificationOptions {
   /** PUBLIC_URL (no trailing slash): the base of the link. */
@@ -56,8 +48,7 @@ function emailVerification ({ users, mail, publicUrl, store }: Dependencies) {
     const user = await users.findEmail(userId)
     // Gone, verified meanwhile, or moved on to another address (which has its own e-mail).
     if (user === null || user.verified || user.email.toLowerCase() !== email.toLowerCase()) return null
-    const token = randomBytes(32).toString('base64url')
-    const hashed = digest(token)
+    const { token, digest: hashed } = newLinkToken()
     await users.createVerificationToken(userId, user.email, hashed, VERIFICATION_TTL_MS)
     const link = `${publicUrl}/verify-email#token=${token}`
     return {
@@ -87,7 +78,7 @@ function emailVerification ({ users, mail, publicUrl, store }: Dependencies) {
 
     /** Verifies the address of the token; 400 VERIFICATION_TOKEN_INVALID otherwise. */
     async verify (token: string): Promise<void> {
-      if (!await users.verifyEmail(digest(token))) throw new VerificationTokenInvalid()
+      if (!await users.verifyEmail(tokenDigest(token))) throw new VerificationTokenInvalid()
     }
   }
 }

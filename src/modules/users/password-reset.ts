@@ -13,12 +13,12 @@
  * address, counted in the same stores (Redis when configured); past it the answer is still
  * 202 and nothing is sent, so neither the owner's mailbox nor the answers can be flooded.
  */
-import { createHash, randomBytes } from 'node:crypto'
 import createError from '@fastify/error'
 import type { FastifyInstance, FastifyReply } from 'fastify'
 import fp from 'fastify-plugin'
 import { BadRequest } from '../../lib/problem.js'
 import { budget, type AttemptStore } from '../../lib/attempts.js'
+import { escapeHtml, newLinkToken, tokenDigest } from '../../lib/link-token.js'
 import { MAX_PASSWORD_BYTES } from '../../plugins/password.js'
 import type { Mail } from '../mail/index.js'
 import type { UsersRepository } from './repository.js'
@@ -31,15 +31,6 @@ export const RESETS_PER_ADDRESS = { max: 3, timeWindow: 3_600_000 }
 export const RESET_KIND = 'password-reset'
 /** A reset e-mail not delivered within this long after the request is not worth sending, ms. */
 const RESET_SEND_WINDOW_MS = 3_600_000
-
-/** The database's key of a token: its SHA-256. */
-function digest (token: string): Buffer {
-  return createHash('sha256').update(token).digest()
-}
-
-function escapeHtml (text: string): string {
-  return text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`)
-}
 
 /** `30 minutes`, `2 hours`, `45 seconds`. */
 function humanDuration (ms: number): string {
@@ -70,8 +61,7 @@ function passwordReset ({ users, mail, hash, publicUrl, ttlMs, store }: Dependen
     const { email } = payload as { email: string }
     const account = await users.findByEmail(email)
     if (account === null) return null
-    const token = randomBytes(32).toString('base64url')
-    const hashed = digest(token)
+    const { token, digest: hashed } = newLinkToken()
     await users.createResetToken(account.id, hashed, ttlMs)
     const link = `${publicUrl}/reset-password#token=${token}`
     const valid = humanDuration(ttlMs)
@@ -108,7 +98,7 @@ function passwordReset ({ users, mail, hash, publicUrl, ttlMs, store }: Dependen
         throw new BadRequest(`The password is longer than ${MAX_PASSWORD_BYTES} bytes in UTF-8; bcrypt would ignore the rest`)
       }
       const passwordHash = await hash(password)
-      if (await users.resetPassword(digest(token), passwordHash) === null) throw new ResetTokenInvalid()
+      if (await users.resetPassword(tokenDigest(token), passwordHash) === null) throw new ResetTokenInvalid()
     }
   }
 }
