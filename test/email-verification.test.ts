@@ -1,8 +1,8 @@
 /**
  * E-mail verification through HTTP, delivered over real SMTP (test/helpers/smtp-sink.ts):
  * registration e-mails a link, following it sets `emailVerifiedAt`; tokens work once; a
- * change of address starts unverified and e-mails the new one (an old link then verifies
- * nothing); resends are limited; REQUIRE_VERIFIED_EMAIL refuses login until verified.
+ * change of address starts unverified, e-mails the new one (an old link then verifies
+ * nothing) and tells the old one; resends are limited; REQUIRE_VERIFIED_EMAIL refuses login until verified.
  */
 import t from 'tap'
 import { assertProblem } from './helpers/assertions.js'
@@ -28,6 +28,17 @@ async function verificationsTo (email: string, count: number): Promise<Received[
     const found = sink.received.filter((r) => r.mail.subject === 'Verify your e-mail address' && !Array.isArray(r.mail.to) && r.mail.to?.value[0]?.address?.toLowerCase() === email.toLowerCase())
     if (found.length >= count) return found
     if (Date.now() > deadline) throw new Error(`waited for ${count} verification e-mails to ${email}, got ${found.length}`)
+    await new Promise((resolve) => setTimeout(resolve, 25))
+  }
+}
+
+/** The first value `find` returns, waiting for it. */
+async function until<T> (find: () => T | undefined): Promise<T> {
+  const deadline = Date.now() + 10_000
+  for (;;) {
+    const found = find()
+    if (found !== undefined) return found
+    if (Date.now() > deadline) throw new Error('timed out')
     await new Promise((resolve) => setTimeout(resolve, 25))
   }
 }
@@ -59,7 +70,7 @@ t.test('registration e-mails a link; following it verifies the address, once', a
   t.equal((await verificationsTo(user.email, 1)).length, 1, 'no second e-mail to a verified address')
 })
 
-t.test('a change of address starts unverified and e-mails the new one; the old link verifies nothing', async (t) => {
+t.test('a change of address starts unverified, e-mails the new one and tells the old one; the old link verifies nothing', async (t) => {
   const user = await registerAndLogin(app)
   const [first] = await verificationsTo(user.email, 1)
   t.equal((await verify(tokenOf(first!))).statusCode, 204)
@@ -69,6 +80,10 @@ t.test('a change of address starts unverified and e-mails the new one; the old l
   t.equal(changed.json().user.email, moved)
   t.equal(changed.json().user.emailVerifiedAt, null, 'the new address is not verified')
   const [second] = await verificationsTo(moved, 1)
+  const notice = await until(() => sink.received.find((r) => r.mail.subject === 'Your e-mail address was changed' && !Array.isArray(r.mail.to) && r.mail.to?.text === user.email))
+  t.match(notice.mail.text, moved, 'the old address is told the new one')
+  t.notMatch(notice.mail.text, /token=/, 'and gets no link')
+  t.equal(notice.mail.headers.get('auto-submitted'), 'auto-generated')
 
   // A link to the old address, asked for before the change, is worth nothing after it.
   const again = await registerAndLogin(app)

@@ -5,8 +5,9 @@
  * (stored as its SHA-256, with the address it verifies) and put in the link. Following it
  * sets `emailVerifiedAt`, if the user still has that address.
  *
- * Not done here: a pending change that takes effect only once the new address confirms, and
- * a notice to the old address. A change takes effect at once and starts unverified.
+ * A change of address also tells the old address, so that an account taken over is noticed.
+ * Not done here: a pending change that takes effect only once the new address confirms; a
+ * change takes effect at once and starts unverified.
  */
 import createError from '@fastify/error'
 import type { FastifyInstance, FastifyReply } from 'fastify'
@@ -21,6 +22,7 @@ const VerificationTokenInvalid = createError('VERIFICATION_TOKEN_INVALID', 'The 
 const TooManyVerificationMails = createError('RATE_LIMITED', 'Too many verification e-mails; retry in %d s', 429)
 
 export const VERIFY_KIND = 'verify-email'
+export const NOTICE_KIND = 'email-changed-notice'
 /** A verification link works this long after its sending, ms. */
 export const VERIFICATION_TTL_MS = 24 * 3_600_000
 /** A verification e-mail not delivered within this long is not worth sending, ms. */
@@ -62,10 +64,26 @@ function emailVerification ({ users, mail, publicUrl, store }: Dependencies) {
     }
   })
 
+  mail.define(NOTICE_KIND, async (payload) => {
+    const { to, newEmail, username } = payload as { to: string, newEmail: string, username: string }
+    return {
+      message: {
+        to,
+        subject: 'Your e-mail address was changed',
+        text: `The e-mail address of the account ${username} was changed from this one to ${newEmail}.\n\nIf you did not make this change, someone else may be using your account: log in, change your password and set your address back, or tell the operators of this service.\n`,
+        html: `<p>The e-mail address of the account <b>${escapeHtml(username)}</b> was changed from this one to <b>${escapeHtml(newEmail)}</b>.</p><p>If you did not make this change, someone else may be using your account: log in, change your password and set your address back, or tell the operators of this service.</p>`
+      }
+    }
+  })
+
   return {
-    /** Writes the verification e-mail of `user`'s address in the transaction `tx` (call `wake` once it commits). */
-    async queue (tx: Prisma.TransactionClient, user: TokenUser): Promise<void> {
+    /**
+     * Writes the verification e-mail of `user`'s address in the transaction `tx`, and after a
+     * change the notice to the address before (call `wake` once it commits).
+     */
+    async queue (tx: Prisma.TransactionClient, user: TokenUser, previousEmail?: string): Promise<void> {
       await mail.enqueueWith(tx, VERIFY_KIND, { userId: user.id, email: user.email }, SEND_WINDOW_MS)
+      if (previousEmail !== undefined) await mail.enqueueWith(tx, NOTICE_KIND, { to: previousEmail, newEmail: user.email, username: user.username }, SEND_WINDOW_MS)
     },
 
     wake: mail.wake,

@@ -74,7 +74,7 @@ const VERIFICATION_CREATE_SQL = `WITH expired AS (DELETE FROM email_verification
   INSERT INTO email_verification_tokens (hash, user_id, email, expires_at) VALUES ($2, $1, $3, now() + $4::int * interval '1 millisecond')`
 
 /** Work done in a repository's transaction by its caller (Prisma's transaction client). */
-export type AlsoInTransaction = (tx: Prisma.TransactionClient, user: TokenUser) => Promise<void>
+export type AlsoInTransaction = (tx: Prisma.TransactionClient, user: TokenUser, previousEmail?: string) => Promise<void>
 
 function usersRepository (prisma: PrismaClient) {
   const db = sql(prisma)
@@ -117,7 +117,8 @@ function usersRepository (prisma: PrismaClient) {
     /**
      * Changes a user; a new password hash also bumps the token version (earlier tokens stop
      * working). A new e-mail address is unverified, and `onNewEmail` runs in the same
-     * transaction (the outbox row of its verification e-mail).
+     * transaction, given the address before (the outbox rows of the verification e-mail and
+     * of the notice to the old address).
      */
     async update (id: number, data: { username?: string, email?: string, names?: string | null, passwordHash?: string }, onNewEmail: AlsoInTransaction): Promise<TokenUser> {
       const changes = data.passwordHash === undefined ? data : { ...data, tokenVersion: { increment: 1 } }
@@ -127,7 +128,7 @@ function usersRepository (prisma: PrismaClient) {
         const before = await tx.user.findUnique({ where: { id }, select: { email: true } })
         const moved = before !== null && before.email.toLowerCase() !== data.email!.toLowerCase()
         const user = await tx.user.update({ where: { id }, data: moved ? { ...changes, emailVerifiedAt: null } : changes, select })
-        if (moved) await onNewEmail(tx, user)
+        if (moved) await onNewEmail(tx, user, before.email)
         return user
       })
     },
