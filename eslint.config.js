@@ -123,5 +123,5 @@ export default [
   byName,
   ...layerEdges,
   // The web app's modules run in browsers (neostandard already knows document, fetch, ...).
-  { files: ['web/**/*.js'], languageOptions: { globals: { FileReader: 'readonly' } } }
+  { files: ['web/**/*.js'], languageOptions: { globals: { FileReader: 'readonly', history: 'readonly', location: 'readonly' } } }
 ]

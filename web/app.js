@@ -6,6 +6,8 @@ const $ = (selector) => document.querySelector(selector)
 const PAGE = 10
 let me = null
 let cursor = null
+// The token of a password-reset link, from the address's fragment (never sent to the server).
+let resetToken = null
 
 const forms = {
   login: $('#login'),
@@ -13,7 +15,9 @@ const forms = {
   details: $('#details'),
   password: $('#password'),
   deleteAccount: $('#delete-account'),
-  create: $('#create')
+  create: $('#create'),
+  forgot: $('#forgot'),
+  reset: $('#reset-password')
 }
 
 function say (message) { $('#status').textContent = message }
@@ -39,15 +43,22 @@ function handle (form, action) {
 
 function show () {
   const inside = me !== null
-  $('#auth').hidden = inside
+  const resetting = resetToken !== null
+  $('#reset').hidden = !resetting
+  $('#auth').hidden = inside || resetting
   forms.signup.hidden = inside
-  $('#profile').hidden = !inside
+  $('#forgot-open').hidden = false
+  $('#profile').hidden = !inside || resetting
   $('#nav').hidden = !inside
   forms.create.hidden = !inside
-  $('#products').hidden = false
+  $('#products').hidden = resetting
   if (inside) {
     forms.details.names.value = me.names ?? ''
     forms.details.email.value = me.email
+    $('#email-state').textContent = me.emailVerifiedAt === null
+      ? 'Not verified yet: follow the link e-mailed to this address.'
+      : 'Verified.'
+    $('#resend').hidden = me.emailVerifiedAt !== null
     // Password managers match the password forms to the account by this (hidden) field.
     for (const field of document.querySelectorAll('.account-name')) field.value = me.username
   }
@@ -88,6 +99,53 @@ handle(forms.signup, async (data) => {
   forms.signup.reset()
   say(`Welcome, ${me.names ?? me.username}: your account is ready.`)
 })
+
+$('#forgot-open').addEventListener('click', () => {
+  const open = forms.forgot.hidden
+  forms.forgot.hidden = !open
+  $('#forgot-open').setAttribute('aria-expanded', String(open))
+  if (!open) return
+  const typed = forms.login.username.value
+  if (typed.includes('@')) forms.forgot.email.value = typed
+  forms.forgot.email.focus()
+})
+
+handle(forms.forgot, async (data) => {
+  const { detail } = await api('POST', '/api/auth/password-reset', { email: data.get('email') })
+  forms.forgot.reset()
+  forms.forgot.hidden = true
+  $('#forgot-open').setAttribute('aria-expanded', 'false')
+  say(`${detail}.`)
+})
+
+handle(forms.reset, async (data) => {
+  await api('POST', '/api/auth/password-reset/confirm', { token: resetToken, password: data.get('password') })
+  resetToken = null
+  forms.reset.reset()
+  loggedOut('Your new password is set and every session of your account has ended: log in with it.')
+})
+
+$('#resend').addEventListener('click', async () => {
+  try {
+    const { detail } = await api('POST', '/api/auth/verify-email/resend')
+    say(`${detail}.`)
+  } catch (failure) {
+    if (failure.status === 401) loggedOut('Your session has ended: log in again.')
+    else say(failure.message)
+  }
+})
+
+/** Follows an e-mailed verification link: no login needed, it may be opened anywhere. */
+async function verifyEmail (token) {
+  try {
+    await api('POST', '/api/auth/verify-email', { token })
+    if (me !== null) me = await api('GET', `/api/user/${me.id}`)
+    show()
+    say('Your e-mail address is verified.')
+  } catch (failure) {
+    say(failure.message)
+  }
+}
 
 handle(forms.details, async (data) => {
   const names = data.get('names').trim()
@@ -210,6 +268,12 @@ function reload () {
 $('#more').addEventListener('click', more)
 
 async function start () {
+  // The e-mailed links open /reset-password#token=... and /verify-email#token=...: the token
+  // is taken, then dropped from the address bar and the history.
+  const link = location.pathname
+  const token = new URLSearchParams(location.hash.slice(1)).get('token')
+  if (link !== '/') history.replaceState(null, '', '/')
+  if (link === '/reset-password' && token !== null) resetToken = token
   const id = localStorage.getItem('userId')
   if (id !== null) {
     try {
@@ -219,6 +283,8 @@ async function start () {
     }
   }
   show()
+  if (resetToken !== null) forms.reset.password.focus()
+  if (link === '/verify-email' && token !== null) await verifyEmail(token)
   await reload()
 }
 
