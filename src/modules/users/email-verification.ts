@@ -14,7 +14,7 @@ import type { FastifyInstance, FastifyReply } from 'fastify'
 import fp from 'fastify-plugin'
 import { budget, type AttemptStore } from '../../lib/attempts.js'
 import { escapeHtml, newLinkToken, tokenDigest } from '../../lib/link-token.js'
-import type { Prisma } from '../../generated/prisma/client.js'
+import type { Transaction } from '../../db/sql.js'
 import type { Mail } from '../mail/index.js'
 import type { TokenUser, UsersRepository } from './repository.js'
 
@@ -81,9 +81,9 @@ function emailVerification ({ users, mail, publicUrl, store }: Dependencies) {
      * Writes the verification e-mail of `user`'s address in the transaction `tx`, and after a
      * change the notice to the address before (call `wake` once it commits).
      */
-    async queue (tx: Prisma.TransactionClient, user: TokenUser, previousEmail?: string): Promise<void> {
-      await mail.enqueueWith(tx, VERIFY_KIND, { userId: user.id, email: user.email }, SEND_WINDOW_MS)
-      if (previousEmail !== undefined) await mail.enqueueWith(tx, NOTICE_KIND, { to: previousEmail, newEmail: user.email, username: user.username }, SEND_WINDOW_MS)
+    async queue (tx: Transaction, user: TokenUser, previousEmail?: string): Promise<void> {
+      await mail.enqueue(VERIFY_KIND, { userId: user.id, email: user.email }, SEND_WINDOW_MS, tx)
+      if (previousEmail !== undefined) await mail.enqueue(NOTICE_KIND, { to: previousEmail, newEmail: user.email, username: user.username }, SEND_WINDOW_MS, tx)
     },
 
     wake: mail.wake,

@@ -10,7 +10,7 @@
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
 import { sql, type Transaction } from '../../db/sql.js'
-import type { Prisma, PrismaClient } from '../../generated/prisma/client.js'
+import type { PrismaClient } from '../../generated/prisma/client.js'
 import { keysetPage, keysetQuery, type PageOf, type PageQueryInput } from '../../lib/schemas.js'
 import type { PublicUser } from './schemas.js'
 
@@ -44,6 +44,12 @@ const TOKEN_USER_SQL = `SELECT ${Object.entries(PUBLIC_COLUMNS).map(([field, col
   u.token_version AS "tokenVersion" FROM users u JOIN sessions s ON s.user_id = u.id
   WHERE u.id = $1 AND s.id = $2 AND s.revoked_at IS NULL`
 
+// Raw SQL on the pool's connection (src/db/sql.ts) rather than a Prisma interactive
+// transaction: a registration under load while the database restarted left one of those
+// pending forever, holding the server's close (test/faults/database-restart-under-load.test.ts).
+const RETURNING_USER = `${Object.entries(PUBLIC_COLUMNS).map(([field, column]) => `${column} AS "${field}"`).join(', ')}, token_version AS "tokenVersion"`
+const CREATE_SQL = `INSERT INTO users (username, email, names, password_hash, updated_at) VALUES ($1, $2, $3, $4, now()) RETURNING ${RETURNING_USER}`
+
 // One row whether or not the account exists: the name folded by the database (citext
 // compares `lower()` of both sides under the database's collation, so this is the one
 // spelling every variant of the name shares) and the account's credentials, if any.
@@ -74,7 +80,7 @@ const VERIFICATION_CREATE_SQL = `WITH expired AS (DELETE FROM email_verification
   INSERT INTO email_verification_tokens (hash, user_id, email, expires_at) VALUES ($2, $1, $3, now() + $4::int * interval '1 millisecond')`
 
 /** Work done in a repository's transaction by its caller (Prisma's transaction client). */
-export type AlsoInTransaction = (tx: Prisma.TransactionClient, user: TokenUser, previousEmail?: string) => Promise<void>
+export type AlsoInTransaction = (tx: Transaction, user: TokenUser, previousEmail?: string) => Promise<void>
 
 function usersRepository (prisma: PrismaClient) {
   const db = sql(prisma)
@@ -102,10 +108,10 @@ function usersRepository (prisma: PrismaClient) {
 
     /** Creates a user; `also` runs in the same transaction (the outbox row of its verification e-mail). */
     async create (data: { username: string, email: string, names?: string, passwordHash: string }, also: AlsoInTransaction): Promise<TokenUser> {
-      return await prisma.$transaction(async (tx) => {
-        const user = await tx.user.create({ data, select: { ...publicUserSelect, tokenVersion: true } })
-        await also(tx, user)
-        return user
+      return await db.transaction(`registering ${data.username}`, async (tx) => {
+        const [user] = await db.rows<TokenUser>('user-create', CREATE_SQL, [data.username, data.email, data.names ?? null, data.passwordHash], tx)
+        await also(tx, user!)
+        return user!
       })
     },
 
@@ -118,18 +124,27 @@ function usersRepository (prisma: PrismaClient) {
      * Changes a user; a new password hash also bumps the token version (earlier tokens stop
      * working). A new e-mail address is unverified, and `onNewEmail` runs in the same
      * transaction, given the address before (the outbox rows of the verification e-mail and
-     * of the notice to the old address).
+     * of the notice to the old address). Null when there is no such user.
      */
-    async update (id: number, data: { username?: string, email?: string, names?: string | null, passwordHash?: string }, onNewEmail: AlsoInTransaction): Promise<TokenUser> {
+    async update (id: number, data: { username?: string, email?: string, names?: string | null, passwordHash?: string }, onNewEmail: AlsoInTransaction): Promise<TokenUser | null> {
       const changes = data.passwordHash === undefined ? data : { ...data, tokenVersion: { increment: 1 } }
       const select = { ...publicUserSelect, tokenVersion: true }
       if (data.email === undefined) return await prisma.user.update({ where: { id }, data: changes, select })
-      return await prisma.$transaction(async (tx) => {
-        const before = await tx.user.findUnique({ where: { id }, select: { email: true } })
-        const moved = before !== null && before.email.toLowerCase() !== data.email!.toLowerCase()
-        const user = await tx.user.update({ where: { id }, data: moved ? { ...changes, emailVerifiedAt: null } : changes, select })
-        if (moved) await onNewEmail(tx, user, before.email)
-        return user
+      return await db.transaction(`changing user ${id}`, async (tx) => {
+        const [before] = await db.rows<{ email: string }>('user-email-for-update', 'SELECT email::text AS email FROM users WHERE id = $1 FOR UPDATE', [id], tx)
+        if (before === undefined) return null
+        const moved = before.email.toLowerCase() !== data.email!.toLowerCase()
+        const fields = Object.entries({ username: data.username, email: data.email, names: data.names, password_hash: data.passwordHash }).filter(([, value]) => value !== undefined)
+        const set = [
+          ...fields.map(([column], i) => `${column} = $${i + 2}`),
+          ...(data.passwordHash === undefined ? [] : ['token_version = token_version + 1']),
+          ...(moved ? ['email_verified_at = NULL'] : []),
+          'updated_at = now()'
+        ]
+        const [user] = await db.rows<TokenUser>(`user-update-${fields.map(([column]) => column).join('-')}${moved ? '-moved' : ''}`,
+          `UPDATE users SET ${set.join(', ')} WHERE id = $1 RETURNING ${RETURNING_USER}`, [id, ...fields.map(([, value]) => value)], tx)
+        if (moved) await onNewEmail(tx, user!, before.email)
+        return user!
       })
     },
 
