@@ -140,6 +140,18 @@ t.test('a newer change replaces the pending one: its link stops working; the cur
   t.match(await me(user), { email: user.email, pendingEmail: null })
 })
 
+t.test('a new password drops a pending change: its link verifies nothing', async (t) => {
+  const user = await registerAndLogin(app)
+  const moved = newUser().email
+  t.equal((await patchEmail(user, moved)).statusCode, 200)
+  const [link] = await verificationsTo(moved, 1)
+  const changed = await app.inject({ method: 'PATCH', url: `/api/user/${user.id}`, headers: user.auth, payload: { password: 'another secret phrase', currentPassword: user.password } })
+  t.equal(changed.statusCode, 200)
+  t.match(changed.json().user, { email: user.email, pendingEmail: null })
+  assertProblem(t, await verify(tokenOf(link!)), 400, 'VERIFICATION_TOKEN_INVALID')
+  t.equal((await app.inject({ url: `/api/user/${user.id}`, headers: { authorization: `Bearer ${changed.json().token}` } })).json().email, user.email)
+})
+
 t.test('an address another account has: 409 CONFLICT when asked for, and when confirmed after it was taken, changing nothing', async (t) => {
   const user = await registerAndLogin(app)
   const other = await registerAndLogin(app)

@@ -80,8 +80,8 @@ function emailVerification ({ users, mail, publicUrl, store }: Dependencies) {
       message: {
         to,
         subject: 'A change of your e-mail address was asked for',
-        text: `The account ${username} asked to change its e-mail address from this one to ${newEmail}. The change takes effect only when the link sent to ${newEmail} is opened; until then this address stays the account's.\n\nIf you did not ask for this, someone else may be using your account: log in, change your password and save this address again in your profile (that cancels the change), or tell the operators of this service.\n`,
-        html: `<p>The account <b>${escapeHtml(username)}</b> asked to change its e-mail address from this one to <b>${escapeHtml(newEmail)}</b>. The change takes effect only when the link sent to ${escapeHtml(newEmail)} is opened; until then this address stays the account's.</p><p>If you did not ask for this, someone else may be using your account: log in, change your password and save this address again in your profile (that cancels the change), or tell the operators of this service.</p>`
+        text: `The account ${username} asked to change its e-mail address from this one to ${newEmail}. The change takes effect only when the link sent to ${newEmail} is opened; until then this address stays the account's.\n\nIf you did not ask for this, someone else may be using your account: log in and change your password, or reset it (either ends every session and cancels the change), or tell the operators of this service.\n`,
+        html: `<p>The account <b>${escapeHtml(username)}</b> asked to change its e-mail address from this one to <b>${escapeHtml(newEmail)}</b>. The change takes effect only when the link sent to ${escapeHtml(newEmail)} is opened; until then this address stays the account's.</p><p>If you did not ask for this, someone else may be using your account: log in and change your password, or reset it (either ends every session and cancels the change), or tell the operators of this service.</p>`
       }
     }
   })

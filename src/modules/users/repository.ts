@@ -65,11 +65,11 @@ const LOGIN_SQL = { username: loginSql('username'), email: loginSql('email') }
 
 // A reset token is used by deleting it, so of two requests racing with one token the second
 // finds no row (it waits for the first's lock, then re-checks); the user's other tokens go
-// with it, and the new password moves the token version on: every session ends, as with a
-// password change.
+// with it, and the new password moves the token version on: every session ends, and a pending
+// change of address is dropped, as with a password change.
 const RESET_USE_SQL = 'DELETE FROM password_reset_tokens WHERE hash = $1 AND expires_at > now() RETURNING user_id AS "userId"'
 const RESET_OTHERS_SQL = 'DELETE FROM password_reset_tokens WHERE user_id = $1'
-const RESET_PASSWORD_SQL = 'UPDATE users SET password_hash = $2, token_version = token_version + 1, updated_at = now() WHERE id = $1'
+const RESET_PASSWORD_SQL = 'UPDATE users SET password_hash = $2, token_version = token_version + 1, pending_email = NULL, updated_at = now() WHERE id = $1'
 // The user's expired tokens go when a new one is made: a user has a few rows at most.
 const RESET_CREATE_SQL = `WITH expired AS (DELETE FROM password_reset_tokens WHERE user_id = $1 AND expires_at <= now())
   INSERT INTO password_reset_tokens (hash, user_id, expires_at) VALUES ($2, $1, now() + $3::int * interval '1 millisecond')`
@@ -148,7 +148,9 @@ function usersRepository (prisma: PrismaClient) {
      */
     async update (id: number, data: { username?: string, email?: string, names?: string | null, passwordHash?: string }, onNewEmail: AlsoInTransaction): Promise<TokenUser> {
       const { email, ...fields } = data
-      const changes = fields.passwordHash === undefined ? fields : { ...fields, tokenVersion: { increment: 1 } }
+      // A new password also drops a pending change of address (its links then verify nothing):
+      // whoever asked for it with a stolen session loses it with the session.
+      const changes = fields.passwordHash === undefined ? fields : { ...fields, tokenVersion: { increment: 1 }, pendingEmail: null }
       const select = { ...publicUserSelect, tokenVersion: true }
       if (email === undefined) return await prisma.user.update({ where: { id }, data: changes, select })
       return await prisma.$transaction(async (tx) => {

@@ -32,7 +32,7 @@ export const passwordToCheck = (description: string) => Type.String({ minLength:
 
 export const UpdateUserBody = Type.Object({
   username: Type.Optional(Username),
-  email: Type.Optional(Type.String({ format: 'email', minLength: 3, maxLength: 254, description: 'a new address takes effect when the link e-mailed to it is followed (`pendingEmail` until then); your current address cancels a pending change' })),
+  email: Type.Optional(Type.String({ format: 'email', minLength: 3, maxLength: 254, description: 'a new address takes effect when the link e-mailed to it is followed (`pendingEmail` until then); your current address cancels a pending change (so does a new password)' })),
   names: Type.Optional(Type.Union([Names, Type.Null()], { description: 'your display name; `null` removes it' })),
   password: Type.Optional(Password),
   currentPassword: Type.Optional(passwordToCheck('your current password: required with `password`, checked whenever sent'))
