@@ -59,7 +59,7 @@ if (configured) {
 
 const template = `ups_template_${process.pid}`
 const args = process.argv.slice(2)
-// The compose test's image, built by Docker while the suite runs (test/deploy/helpers/prebuild.ts).
+// The compose test's images (the service's, the mail catcher's), built by Docker while the suite runs (test/deploy/helpers/prebuild.ts).
 const composeImage = `upsci-prebuild-${process.pid}`
 const prebuild = args.length === 0 && process.env.COMPOSE_TEST !== '0'
   ? spawn(process.execPath, ['--import=tsx', path.join('test', 'deploy', 'helpers', 'prebuild.ts'), composeImage], { stdio: ['ignore', 'pipe', 'inherit'] })
@@ -119,7 +119,7 @@ try {
   }
 } finally {
   prebuild?.kill()
-  if (prebuild !== undefined) spawnSync('docker', ['rmi', '-f', composeImage], { stdio: 'ignore' })
+  if (prebuild !== undefined) spawnSync('docker', ['rmi', '-f', composeImage, `${composeImage}-mail-catcher`], { stdio: 'ignore' })
   await admin(adminUrl, `DROP DATABASE IF EXISTS ${template} WITH (FORCE)`).catch(() => {})
   await embedded?.stop()
   await rm(compiled, { recursive: true, force: true })

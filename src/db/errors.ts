@@ -35,8 +35,11 @@ function uniqueFields (error: Record<string, any>): string[] {
   const target = error.meta?.target ?? cause?.constraint?.fields
   if (Array.isArray(target)) return target.map(String)
   if (typeof target === 'string') return [target]
-  const index: unknown = cause?.constraint?.index
-  const table: unknown = cause?.table
+  return indexFields(cause?.constraint?.index, cause?.table)
+}
+
+/** The fields of unique index `<table>_<fields>_key` (Prisma's naming), as `pg` reports it. */
+function indexFields (index: unknown, table: unknown): string[] {
   if (typeof index === 'string' && typeof table === 'string' && index.startsWith(`${table}_`) && index.endsWith('_key')) {
     return [index.slice(table.length + 1, -'_key'.length)]
   }
@@ -47,19 +50,12 @@ export function classifyDatabaseError (error: unknown): Classified | undefined {
   if (typeof error !== 'object' || error === null) return undefined
   const e = error as Record<string, any>
   switch (e.code) {
-    case 'P2002': {
-      const fields = uniqueFields(e)
-      const detail = fields.length > 0 ? `This ${fields.join(', ')} is already taken` : 'A record with these values already exists'
-      return { status: 409, code: 'CONFLICT', detail }
-    }
+    case 'P2002':
+      return taken(uniqueFields(e))
     case 'P2025':
       return { status: 404, code: 'NOT_FOUND', detail: 'The record does not exist' }
     case 'P1000': case 'P1001': case 'P1002': case 'P1003': case 'P1017': case 'P2024':
       return unavailable()
-    // An interactive transaction (a registration and its outbox row) that could not start
-    // or finish in Prisma's time: the pool or the database is too busy.
-    case 'P2028':
-      return { status: 503, code: 'SERVICE_UNAVAILABLE', detail: 'The database did not answer in time; retry shortly' }
     case 'P2021': case 'P2022':
       return schemaNotReady()
   }
@@ -68,6 +64,7 @@ export function classifyDatabaseError (error: unknown): Classified | undefined {
   // token check's prepared statement) carries its SQLSTATE in `code` itself.
   const sqlState = String(cause.originalCode ?? cause.code ?? e.originalCode ?? (typeof e.code === 'string' && !e.code.startsWith('P') ? e.code : ''))
   if (SCHEMA_SQLSTATE.has(sqlState)) return schemaNotReady()
+  if (sqlState === '23505') return taken(indexFields(cause.constraint, cause.table))
   if (TIMEOUT_SQLSTATE.has(sqlState) || CLIENT_TIMEOUT_MESSAGE.test(String(e.message)) || CLIENT_TIMEOUT_MESSAGE.test(String(cause.message))) {
     return { status: 503, code: 'SERVICE_UNAVAILABLE', detail: 'The database did not answer in time; retry shortly' }
   }
@@ -78,6 +75,12 @@ export function classifyDatabaseError (error: unknown): Classified | undefined {
     return unavailable()
   }
   return undefined
+}
+
+/** A unique violation, from Prisma (P2002) or from a statement of our own on `pg` (23505). */
+function taken (fields: string[]): Classified {
+  const detail = fields.length > 0 ? `This ${fields.join(', ')} is already taken` : 'A record with these values already exists'
+  return { status: 409, code: 'CONFLICT', detail }
 }
 
 function unavailable (): Classified {

@@ -44,6 +44,9 @@ export async function pendingAmong (db: Queryable, expected: string[], queryTime
 export async function pendingMigrations (databaseUrl: string, dir = MIGRATIONS_DIR): Promise<string[]> {
   const expected = await expectedMigrations(dir)
   const client = new pg.Client({ connectionString: databaseUrl })
+  // A database that goes away during the check fails its query; without a listener the
+  // connection's 'error' event would end the process.
+  client.on('error', () => {})
   await client.connect()
   try {
     return await pendingAmong(client, expected)

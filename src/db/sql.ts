@@ -55,6 +55,11 @@ export function sql (prisma: PrismaClient): Sql {
       throw new Error(`Connecting for ${label} failed: ${(error as Error).message}`, { cause: error })
     }
     let failed = false
+    // A checked-out connection has no listener of the pool's: the database going away
+    // mid-transaction would otherwise be an uncaught 'error' event that ends the process.
+    // The statement in flight fails with it, and the connection is dropped at release.
+    const lost = (): void => { failed = true }
+    client.on('error', lost)
     try {
       await client.query('BEGIN')
       const result = await work(client)
@@ -65,6 +70,7 @@ export function sql (prisma: PrismaClient): Sql {
       await client.query('ROLLBACK').catch(() => {})
       throw error
     } finally {
+      client.off('error', lost)
       client.release(failed)
     }
   }

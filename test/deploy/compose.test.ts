@@ -5,7 +5,10 @@
  * replicas behind HAProxy, the one published port), then over real HTTP through that port:
  * requests reach all three replicas with the proxy's request id and the client's address;
  * register, login, read, create, change, delete; a product image uploaded through the proxy
- * (multipart) and read back; a restart keeps the data and the image (the `uploads` volume,
+ * (multipart) and read back; a password reset through the mail catcher that .env.example
+ * turns on (COMPOSE_PROFILES=mail): the e-mail, sent while the catcher was down, arrives once it
+ * is back, read from its REST API on its loopback port, and its link sets the new password; a
+ * restart keeps the data and the image (the `uploads` volume,
  * served by every replica); `stop` ends the API with exit 0 within its grace period;
  * `down -v` always.
  *
@@ -168,7 +171,7 @@ async function removeLeftovers (): Promise<void> {
     const volumes = (await lines(['volume', 'ls', '-q'])).filter((name) => name.startsWith(`${stale}_`))
     if (volumes.length > 0) await run('docker', ['volume', 'rm', ...volumes])
     await run('docker', ['network', 'rm', network])
-    await run('docker', ['rmi', `${stale}_api`])
+    await run('docker', ['rmi', `${stale}_api`, `${stale}_mail-catcher`])
   }
   // A volume can outlive its network (a `down` cut short): judged by its own age.
   for (const volume of (await lines(['volume', 'ls', '-q'])).filter((name) => /^upsci[0-9a-f]{8}_/.test(name))) {
@@ -213,9 +216,15 @@ t.test('docker compose up --build serves the API from .env.example', { skip: wan
     const noSecret = await dc(['config', '-q'])
     t.not(noSecret.code, 0)
     t.match(noSecret.stderr, /set SECRET in \.env/, 'a forgotten SECRET gets compose\'s message, not a restart loop')
+    // Production empties the trial SMTP_URL (the mail catcher) to set its own: forgotten, compose says so.
+    await writeFile(path.join(dir, '.env'), makeEnv(example, { DB_PASSWORD: 'x', SECRET: 'y'.repeat(40), SMTP_URL: '' }))
+    const noSmtp = await dc(['config', '-q'])
+    t.not(noSmtp.code, 0)
+    t.match(noSmtp.stderr, /set SMTP_URL in \.env/, 'an emptied SMTP_URL gets compose\'s message')
   })
 
   const port = await freePort()
+  const mailPort = await freePort()
   const password = randomBytes(12).toString('hex')
   const secret = randomBytes(48).toString('base64url')
   const subnet = await freeSubnet()
@@ -227,7 +236,7 @@ t.test('docker compose up --build serves the API from .env.example', { skip: wan
   // replica that has just started lags past 200 ms and sheds (503 OVERLOADED, as designed),
   // which is not what the rolling restart measures. Nor is the per-user product quota: the
   // load's few users create products for minutes.
-  await writeFile(path.join(dir, '.env'), makeEnv(example, { DB_PASSWORD: password, SECRET: secret, SMTP_URL: 'smtp://mail.invalid:587', PUBLIC_URL: `http://localhost:${port}`, PORT: String(port), ACCESS_TOKEN_TTL: '2h', LOG_LEVEL: 'info', COMPOSE_SUBNET: subnet, PROXY_IP: proxyIp, RATE_LIMIT_AUTH_MAX: '100000', MAX_EVENT_LOOP_DELAY_MS: '0', PRODUCTS_MAX_PER_USER: '1000000' }))
+  await writeFile(path.join(dir, '.env'), makeEnv(example, { DB_PASSWORD: password, SECRET: secret, PUBLIC_URL: `http://localhost:${port}`, PORT: String(port), MAIL_CATCHER_PORT: String(mailPort), ACCESS_TOKEN_TTL: '2h', LOG_LEVEL: 'info', COMPOSE_SUBNET: subnet, PROXY_IP: proxyIp, RATE_LIMIT_AUTH_MAX: '100000', MAX_EVENT_LOOP_DELAY_MS: '0', PRODUCTS_MAX_PER_USER: '1000000' }))
   const valid = await dc(['config', '-q'])
   t.equal(valid.code, 0, `docker compose config is valid: ${valid.stderr}`)
 
@@ -241,11 +250,14 @@ t.test('docker compose up --build serves the API from .env.example', { skip: wan
   t.equal(apiIds.length, REPLICAS, `${REPLICAS} api containers`)
   await waitHealthy(apiIds, 180_000)
 
-  await t.test('the proxy is the only published port', async (t) => {
+  await t.test('the proxy is the only published port, besides the mail catcher\'s page on loopback', async (t) => {
     const published = (await dc(['ps'])).stdout
     const ports = (await run('docker', ['ps', '--filter', `label=com.docker.compose.project=${project}`, '--format', '{{.Label "com.docker.compose.service"}} {{.Ports}}'])).stdout
     t.match(ports, new RegExp(`^proxy .*:${port}->8080/tcp`, 'm'), `proxy publishes ${port}:\n${published}`)
-    for (const line of ports.split('\n').filter((l) => l && !l.startsWith('proxy '))) t.notMatch(line, /->/, `not published: ${line}`)
+    const catcher = ports.split('\n').find((l) => l.startsWith('mail-catcher ')) ?? ''
+    t.match(catcher, new RegExp(`127\\.0\\.0\\.1:${mailPort}->1080/tcp`), `the mail catcher (COMPOSE_PROFILES=mail in .env.example) publishes its page on 127.0.0.1:${mailPort}`)
+    t.equal(catcher.split('->').length, 2, `only there (not SMTP, not on every address): ${catcher}`)
+    for (const line of ports.split('\n').filter((l) => l && !l.startsWith('proxy ') && !l.startsWith('mail-catcher '))) t.notMatch(line, /->/, `not published: ${line}`)
   })
 
   await t.test(`requests reach all ${REPLICAS} replicas, with the proxy's request id and the client's address`, async (t) => {
@@ -340,6 +352,43 @@ t.test('docker compose up --build serves the API from .env.example', { skip: wan
     const bad = await http(base, 'POST', '/api/product', '{', token)
     t.equal(bad.status, 400, 'bad input: a 4xx problem')
     t.match(bad.headers.get('content-type'), /application\/problem\+json/)
+  })
+
+  await t.test('password reset through the mail catcher: sent while it is down, delivered once it is back; the link sets the new password', async (t) => {
+    const mail = `http://127.0.0.1:${mailPort}`
+    const carol = { username: `carol_${project}`, email: `carol_${project}@example.com`, password: 'forgot this one' }
+    t.equal((await http(base, 'POST', '/api/auth/register', carol)).status, 201, 'registered')
+    // The API does not depend on the catcher: with it stopped, the request is answered and
+    // the message waits in the outbox (the first attempt fails: no such host on the network).
+    t.equal((await dc(['stop', 'mail-catcher'], 60_000)).code, 0, 'the catcher stopped')
+    const asked = await http(base, 'POST', '/api/auth/password-reset', { email: carol.email })
+    t.equal(asked.status, 202, asked.text)
+    await sleep(1500)
+    t.equal((await fetch(`${base}/health/ready`)).status, 200, 'the API stays ready without its SMTP server')
+    t.equal((await dc(['start', 'mail-catcher'], 60_000)).code, 0, 'the catcher started again')
+    // The retry comes after the outbox's first backoff (5 s), from whichever replica.
+    let link = ''
+    let seen = ''
+    const deadline = Date.now() + 60_000
+    while (link === '' && Date.now() < deadline) {
+      try {
+        const messages = await (await fetch(`${mail}/email`, { signal: AbortSignal.timeout(3000) })).json() as Array<{ to: Array<{ address: string }>, subject: string, text?: string }>
+        seen = messages.map((m) => `${m.to.map((a) => a.address).join(',')}: ${m.subject}`).join('; ')
+        const reset = messages.find((m) => m.to.some((a) => a.address === carol.email) && /\/reset-password#token=/.test(m.text ?? ''))
+        link = /https?:\/\/[^\s"<>]+\/reset-password#token=[^\s"<>]+/.exec(reset?.text ?? '')?.[0] ?? ''
+      } catch { /* the catcher is starting */ }
+      if (link === '') await sleep(500)
+    }
+    t.match(link, new RegExp(`^http://localhost:${port}/reset-password#token=`), `the e-mail's link, built from PUBLIC_URL (messages seen: ${seen})`)
+    t.equal((await fetch(`${mail}/`)).status, 200, 'the catcher\'s page answers on its loopback port')
+    if (link === '') return
+    t.equal((await fetch(`${base}/reset-password`)).status, 200, 'the link\'s page is served')
+    const token = new URL(link).hash.replace(/^#token=/, '')
+    const newPassword = 'remembered at last'
+    const confirmed = await http(base, 'POST', '/api/auth/password-reset/confirm', { token, password: newPassword })
+    t.equal(confirmed.status, 204, confirmed.text)
+    t.equal((await http(base, 'POST', '/api/auth/login', { username: carol.username, password: carol.password })).status, 401, 'the old password no longer works')
+    t.equal((await http(base, 'POST', '/api/auth/login', { username: carol.username, password: newPassword })).status, 200, 'the new one does')
   })
 
   // The image of the kept product: uploaded once, then read through the proxy before and after

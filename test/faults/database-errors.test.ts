@@ -38,7 +38,6 @@ t.test('no answer in time: 503 (frozen-database.test.ts produces them for real)'
     ['pg: statement timeout (57014)', pgError('57014', 'canceling statement due to statement timeout')],
     ['pg: lock timeout (55P03)', pgError('55P03', 'canceling statement due to lock timeout')],
     ['adapter: 57014', adapter({ originalCode: '57014', kind: 'postgres' })],
-    ['prisma: P2028, a transaction not started or finished in time', Object.assign(new Error('Transaction API error: Unable to start a transaction in the given time.'), { code: 'P2028' })],
     ['pg: client query timeout', new Error('Query read timeout')],
     ['wrapped client query timeout', new Error('Reading the token\'s user failed: Query read timeout', { cause: new Error('Query read timeout') })]
   ]
@@ -56,6 +55,8 @@ t.test('schema not migrated yet: 503', async (t) => {
 
 t.test('not the database being away', async (t) => {
   t.equal(classifyDatabaseError(Object.assign(new Error('unique'), { code: 'P2002', meta: { target: ['email'] } }))?.status, 409, 'P2002 is 409')
+  t.match(classifyDatabaseError(new Error('Query user-create failed', { cause: Object.assign(pgError('23505', 'duplicate key value violates unique constraint "users_email_key"'), { table: 'users', constraint: 'users_email_key' }) })),
+    { status: 409, detail: 'This email is already taken' }, 'a unique violation of a statement of our own (pg 23505) is 409, naming the field')
   t.equal(classifyDatabaseError(Object.assign(new Error('missing'), { code: 'P2025' }))?.status, 404, 'P2025 is 404')
   t.equal(classifyDatabaseError(pgError('22P02', 'invalid input syntax for type integer')), undefined, 'other SQL errors stay 500s')
   t.equal(classifyDatabaseError(new Error('something else')), undefined, 'plain errors stay 500s')

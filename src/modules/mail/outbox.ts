@@ -13,7 +13,7 @@
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
 import { sql, type Transaction } from '../../db/sql.js'
-import type { Prisma, PrismaClient } from '../../generated/prisma/client.js'
+import type { PrismaClient } from '../../generated/prisma/client.js'
 
 export interface OutboxRow {
   id: string
@@ -46,11 +46,6 @@ function outbox (prisma: PrismaClient) {
     async enqueue (kind: string, payload: unknown, expiresInMs: number, tx?: Transaction): Promise<string> {
       const [row] = await db.rows<{ id: string }>('outbox-enqueue', ENQUEUE_SQL, [kind, JSON.stringify(payload), expiresInMs], tx)
       return row!.id
-    },
-
-    /** `enqueue`, inside a Prisma transaction (a change Prisma writes). */
-    async enqueueWith (tx: Prisma.TransactionClient, kind: string, payload: unknown, expiresInMs: number): Promise<void> {
-      await tx.outboxMessage.create({ data: { kind, payload: payload as Prisma.InputJsonValue, expiresAt: new Date(Date.now() + expiresInMs) }, select: { id: true } })
     },
 
     /** Claims up to `limit` due messages for `leaseMs` (their attempt counted). */

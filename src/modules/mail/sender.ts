@@ -11,7 +11,6 @@
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
 import type { Transaction } from '../../db/sql.js'
-import type { Prisma } from '../../generated/prisma/client.js'
 import type { OutboxRow } from './outbox.js'
 import { localTransport, smtpTransport, type MailTransport, type Message } from './transport.js'
 
@@ -53,8 +52,6 @@ export interface Mail {
   define: (kind: string, prepare: Prepare) => void
   /** Writes a message to the outbox (inside `tx` when given: call `wake` after it commits). */
   enqueue: (kind: string, payload: unknown, expiresInMs: number, tx?: Transaction) => Promise<void>
-  /** The same in a Prisma transaction; call `wake` after it commits. */
-  enqueueWith: (tx: Prisma.TransactionClient, kind: string, payload: unknown, expiresInMs: number) => Promise<void>
   /** Looks at the outbox now. */
   wake: () => void
   /** Resolves when the sender has nothing in hand (tests). */
@@ -163,9 +160,6 @@ async function mailSender (app: FastifyInstance, options: MailSenderOptions): Pr
     async enqueue (kind, payload, expiresInMs, tx) {
       await app.outbox.enqueue(kind, payload, expiresInMs, tx)
       if (tx === undefined) wake()
-    },
-    async enqueueWith (tx, kind, payload, expiresInMs) {
-      await app.outbox.enqueueWith(tx, kind, payload, expiresInMs)
     },
     wake,
     async idle () {

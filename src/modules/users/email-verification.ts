@@ -16,7 +16,7 @@ import type { FastifyInstance, FastifyReply } from 'fastify'
 import fp from 'fastify-plugin'
 import { budget, type AttemptStore } from '../../lib/attempts.js'
 import { escapeHtml, newLinkToken, tokenDigest } from '../../lib/link-token.js'
-import type { Prisma } from '../../generated/prisma/client.js'
+import type { Transaction } from '../../db/sql.js'
 import type { Mail } from '../mail/index.js'
 import { EmailTaken, type TokenUser, type UsersRepository } from './repository.js'
 
@@ -92,10 +92,10 @@ function emailVerification ({ users, mail, publicUrl, store }: Dependencies) {
      * the notice to the current one, or without a pending address the verification e-mail of
      * the current one (call `wake` once it commits).
      */
-    async queue (tx: Prisma.TransactionClient, user: TokenUser): Promise<void> {
+    async queue (tx: Transaction, user: TokenUser): Promise<void> {
       const { pendingEmail } = user
-      await mail.enqueueWith(tx, VERIFY_KIND, { userId: user.id, email: pendingEmail ?? user.email }, SEND_WINDOW_MS)
-      if (pendingEmail !== null) await mail.enqueueWith(tx, NOTICE_KIND, { to: user.email, newEmail: pendingEmail, username: user.username }, SEND_WINDOW_MS)
+      await mail.enqueue(VERIFY_KIND, { userId: user.id, email: pendingEmail ?? user.email }, SEND_WINDOW_MS, tx)
+      if (pendingEmail !== null) await mail.enqueue(NOTICE_KIND, { to: user.email, newEmail: pendingEmail, username: user.username }, SEND_WINDOW_MS, tx)
     },
 
     wake: mail.wake,

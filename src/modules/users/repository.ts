@@ -11,7 +11,7 @@ import createError from '@fastify/error'
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
 import { sql, type Transaction } from '../../db/sql.js'
-import type { Prisma, PrismaClient } from '../../generated/prisma/client.js'
+import type { PrismaClient } from '../../generated/prisma/client.js'
 import { keysetPage, keysetQuery, type PageOf, type PageQueryInput } from '../../lib/schemas.js'
 import type { PublicUser } from './schemas.js'
 
@@ -52,6 +52,12 @@ interface LoginAccount {
 const TOKEN_USER_SQL = `SELECT ${Object.entries(PUBLIC_COLUMNS).map(([field, column]) => `u.${column} AS "${field}"`).join(', ')},
   u.token_version AS "tokenVersion" FROM users u JOIN sessions s ON s.user_id = u.id
   WHERE u.id = $1 AND s.id = $2 AND s.revoked_at IS NULL`
+
+// Raw SQL on the pool's connection (src/db/sql.ts) rather than a Prisma interactive
+// transaction: a registration under load while the database restarted left one of those
+// pending forever, holding the server's close (test/faults/database-restart-under-load.test.ts).
+const RETURNING_USER = `${Object.entries(PUBLIC_COLUMNS).map(([field, column]) => `${column} AS "${field}"`).join(', ')}, token_version AS "tokenVersion"`
+const CREATE_SQL = `INSERT INTO users (username, email, names, password_hash, updated_at) VALUES ($1, $2, $3, $4, now()) RETURNING ${RETURNING_USER}`
 
 // One row whether or not the account exists: the name folded by the database (citext
 // compares `lower()` of both sides under the database's collation, so this is the one
@@ -94,8 +100,8 @@ const UNIQUE_VIOLATION = '23505'
 const VERIFICATION_CREATE_SQL = `WITH expired AS (DELETE FROM email_verification_tokens WHERE user_id = $1 AND expires_at <= now())
   INSERT INTO email_verification_tokens (hash, user_id, email, expires_at) VALUES ($2, $1, $3, now() + $4::int * interval '1 millisecond')`
 
-/** Work done in a repository's transaction by its caller (Prisma's transaction client). */
-export type AlsoInTransaction = (tx: Prisma.TransactionClient, user: TokenUser) => Promise<void>
+/** Work done in a repository's transaction by its caller, on the transaction's connection. */
+export type AlsoInTransaction = (tx: Transaction, user: TokenUser) => Promise<void>
 
 /** What following a verification link did. */
 export type VerificationOutcome = 'verified' | 'changed' | 'invalid' | 'taken'
@@ -126,10 +132,10 @@ function usersRepository (prisma: PrismaClient) {
 
     /** Creates a user; `also` runs in the same transaction (the outbox row of its verification e-mail). */
     async create (data: { username: string, email: string, names?: string, passwordHash: string }, also: AlsoInTransaction): Promise<TokenUser> {
-      return await prisma.$transaction(async (tx) => {
-        const user = await tx.user.create({ data, select: { ...publicUserSelect, tokenVersion: true } })
-        await also(tx, user)
-        return user
+      return await db.transaction(`registering ${data.username}`, async (tx) => {
+        const [user] = await db.rows<TokenUser>('user-create', CREATE_SQL, [data.username, data.email, data.names ?? null, data.passwordHash], tx)
+        await also(tx, user!)
+        return user!
       })
     },
 
@@ -144,29 +150,37 @@ function usersRepository (prisma: PrismaClient) {
      * an earlier pending one and the links made for it; `onNewEmail` runs in the same
      * transaction (the outbox rows of its verification e-mail and of the notice to the
      * current address). An address another account has: 409, nothing changed. The current
-     * address (in any case) drops a pending change.
+     * address (in any case) drops a pending change, and so does a new password: whoever asked
+     * for it with a stolen session loses it with the session. Null when there is no such user.
      */
-    async update (id: number, data: { username?: string, email?: string, names?: string | null, passwordHash?: string }, onNewEmail: AlsoInTransaction): Promise<TokenUser> {
-      const { email, ...fields } = data
-      // A new password also drops a pending change of address (its links then verify nothing):
-      // whoever asked for it with a stolen session loses it with the session.
-      const changes = fields.passwordHash === undefined ? fields : { ...fields, tokenVersion: { increment: 1 }, pendingEmail: null }
+    async update (id: number, data: { username?: string, email?: string, names?: string | null, passwordHash?: string }, onNewEmail: AlsoInTransaction): Promise<TokenUser | null> {
+      const changes = data.passwordHash === undefined ? data : { ...data, tokenVersion: { increment: 1 }, pendingEmail: null }
       const select = { ...publicUserSelect, tokenVersion: true }
-      if (email === undefined) return await prisma.user.update({ where: { id }, data: changes, select })
-      return await prisma.$transaction(async (tx) => {
+      if (data.email === undefined) return await prisma.user.update({ where: { id }, data: changes, select })
+      return await db.transaction(`changing user ${id}`, async (tx) => {
         // Locked: of two changes at once, the later one's address and link are the ones left.
-        const [row] = await tx.$queryRaw<Array<{ same: boolean }>>`SELECT email = ${email}::citext AS same FROM users WHERE id = ${id}::int FOR UPDATE`
-        // No such user: the update below answers 404.
-        if (row === undefined || row.same) {
-          await tx.$executeRaw`DELETE FROM email_verification_tokens WHERE user_id = ${id}::int AND email <> ${email}::citext`
-          return await tx.user.update({ where: { id }, data: { ...changes, email, pendingEmail: null }, select })
-        }
-        const taken = await tx.$queryRaw<unknown[]>`SELECT 1 FROM users WHERE email = ${email}::citext AND id <> ${id}::int`
-        if (taken.length > 0) throw new EmailTaken()
-        await tx.$executeRaw`DELETE FROM email_verification_tokens t USING users u WHERE u.id = ${id}::int AND t.user_id = u.id AND t.email <> u.email`
-        const user = await tx.user.update({ where: { id }, data: { ...changes, pendingEmail: email }, select })
-        await onNewEmail(tx, user)
-        return user
+        const [before] = await db.rows<{ same: boolean }>('user-email-for-update', 'SELECT email = $2::citext AS same FROM users WHERE id = $1 FOR UPDATE', [id, data.email], tx)
+        if (before === undefined) return null
+        if (!before.same && (await db.rows('user-email-taken', 'SELECT 1 FROM users WHERE email = $1::citext AND id <> $2', [data.email, id], tx)).length > 0) throw new EmailTaken()
+        // The links of an earlier pending change stop working; the current address's stay.
+        await db.rows('verification-tokens-unpend', 'DELETE FROM email_verification_tokens t USING users u WHERE u.id = $1 AND t.user_id = u.id AND t.email <> u.email', [id], tx)
+        const fields = Object.entries({
+          username: data.username,
+          // The current address again (perhaps in another case) is kept as spelt now.
+          email: before.same ? data.email : undefined,
+          pending_email: before.same ? null : data.email,
+          names: data.names,
+          password_hash: data.passwordHash
+        }).filter(([, value]) => value !== undefined)
+        const set = [
+          ...fields.map(([column], i) => `${column} = $${i + 2}`),
+          ...(data.passwordHash === undefined ? [] : ['token_version = token_version + 1']),
+          'updated_at = now()'
+        ]
+        const [user] = await db.rows<TokenUser>(`user-update-${fields.map(([column]) => column).join('-')}`,
+          `UPDATE users SET ${set.join(', ')} WHERE id = $1 RETURNING ${RETURNING_USER}`, [id, ...fields.map(([, value]) => value)], tx)
+        if (!before.same) await onNewEmail(tx, user!)
+        return user!
       })
     },
 

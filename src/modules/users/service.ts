@@ -127,7 +127,9 @@ function usersService ({ users, passwords, guesses, products, images, verificati
         checkPasswordBytes(password)
         passwordHash = await passwords.hash(password)
       }
-      const { tokenVersion, ...user } = await users.update(id, { ...fields, passwordHash }, verification.queue)
+      const changed = await users.update(id, { ...fields, passwordHash }, verification.queue)
+      if (changed === null) throw new NotFound('The user no longer exists')
+      const { tokenVersion, ...user } = changed
       if (fields.email !== undefined) verification.wake()
       if (passwordHash === undefined) return { user }
       return { user, tokenVersion }
