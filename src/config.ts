@@ -151,7 +151,7 @@ const auth = Type.Object({
   requireVerifiedEmail: Type.Boolean({
     env: 'REQUIRE_VERIFIED_EMAIL',
     default: false,
-    description: 'refuse login (403 `EMAIL_NOT_VERIFIED`, after the password is checked) until the user has followed the link of the verification e-mail sent at registration and at a change of address; off: accounts work at once and `emailVerifiedAt` only tells'
+    description: 'refuse login (403 `EMAIL_NOT_VERIFIED`, after the password is checked) until the user has followed the link of the verification e-mail sent at registration (a new address takes effect only once its own link is followed, so it is verified then); off: accounts work at once and `emailVerifiedAt` only tells'
   }),
   bcryptCost: Type.Integer({ env: 'BCRYPT_COST', default: 10, minimum: 4, maximum: 15, description: 'bcrypt cost; each +1 doubles the hashing time' }),
   adminApiKeys: Type.String({

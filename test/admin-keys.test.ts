@@ -70,7 +70,7 @@ t.test('admin routes', async (t) => {
       t.notMatch(res.body, /password|\$2[aby]\$/i, 'no password, no hash')
       const page = res.json() as { items: Record<string, unknown>[], nextCursor: number | null }
       t.ok(page.items.length <= 2)
-      for (const item of page.items) t.same(Object.keys(item).sort(), ['createdAt', 'email', 'emailVerifiedAt', 'id', 'names', 'updatedAt', 'username'])
+      for (const item of page.items) t.same(Object.keys(item).sort(), ['createdAt', 'email', 'emailVerifiedAt', 'id', 'names', 'pendingEmail', 'updatedAt', 'username'])
       seen.push(...page.items.map((item) => item.id as number))
       if (page.nextCursor !== null) t.equal(page.nextCursor, seen[seen.length - 1], 'the cursor is the last id of the page')
       cursor = page.nextCursor

@@ -1,12 +1,13 @@
 /**
  * E-mail verification through HTTP, delivered over real SMTP (test/helpers/smtp-sink.ts):
  * registration e-mails a link, following it sets `emailVerifiedAt`; tokens work once; a
- * change of address starts unverified, e-mails the new one (an old link then verifies
- * nothing) and tells the old one; resends are limited; REQUIRE_VERIFIED_EMAIL refuses login until verified.
+ * change of address is pending until the link e-mailed to the new address is followed (the
+ * current one is told, with no link), a newer change replaces it, an address taken meanwhile
+ * is 409; resends are limited; REQUIRE_VERIFIED_EMAIL refuses login until verified.
  */
 import t from 'tap'
 import { assertProblem } from './helpers/assertions.js'
-import { build, newUser, registerAndLogin, type TestApp } from './helpers/build.js'
+import { build, newUser, registerAndLogin, type Session, type TestApp } from './helpers/build.js'
 import { startSmtpSink, type Received, type SmtpSink } from './helpers/smtp-sink.js'
 
 const PUBLIC_URL = 'https://shop.example.com'
@@ -70,31 +71,117 @@ t.test('registration e-mails a link; following it verifies the address, once', a
   t.equal((await verificationsTo(user.email, 1)).length, 1, 'no second e-mail to a verified address')
 })
 
-t.test('a change of address starts unverified, e-mails the new one and tells the old one; the old link verifies nothing', async (t) => {
+const NOTICE_SUBJECT = 'A change of your e-mail address was asked for'
+const patchEmail = async (user: Session, email: string) => await app.inject({ method: 'PATCH', url: `/api/user/${user.id}`, headers: user.auth, payload: { email } })
+const me = async (user: Session) => (await app.inject({ url: `/api/user/${user.id}`, headers: user.auth })).json()
+const loginAs = async (identity: string, password: string) => await app.inject({ method: 'POST', url: '/api/auth/login', payload: { identity, password } })
+
+t.test('a change of address waits for the new one: it gets the link, the current one is told; following the link makes the change', async (t) => {
   const user = await registerAndLogin(app)
   const [first] = await verificationsTo(user.email, 1)
   t.equal((await verify(tokenOf(first!))).statusCode, 204)
   const moved = newUser().email
-  const changed = await app.inject({ method: 'PATCH', url: `/api/user/${user.id}`, headers: user.auth, payload: { email: moved } })
+  const changed = await patchEmail(user, moved)
   t.equal(changed.statusCode, 200)
-  t.equal(changed.json().user.email, moved)
-  t.equal(changed.json().user.emailVerifiedAt, null, 'the new address is not verified')
-  const [second] = await verificationsTo(moved, 1)
-  const notice = await until(() => sink.received.find((r) => r.mail.subject === 'Your e-mail address was changed' && !Array.isArray(r.mail.to) && r.mail.to?.text === user.email))
-  t.match(notice.mail.text, moved, 'the old address is told the new one')
+  t.match(changed.json().user, { email: user.email, pendingEmail: moved }, 'the answer: the address unchanged, the new one pending')
+  t.ok(changed.json().user.emailVerifiedAt, 'the current address stays verified')
+  t.match(await me(user), { email: user.email, pendingEmail: moved })
+  const [link] = await verificationsTo(moved, 1)
+  const notice = await until(() => sink.received.find((r) => r.mail.subject === NOTICE_SUBJECT && !Array.isArray(r.mail.to) && r.mail.to?.text === user.email))
+  t.match(notice.mail.text, moved, 'the current address is told the new one')
   t.notMatch(notice.mail.text, /token=/, 'and gets no link')
+  t.notMatch(String(notice.mail.html), /token=/)
+  t.match(notice.mail.text, /If you did not ask for this/)
   t.equal(notice.mail.headers.get('auto-submitted'), 'auto-generated')
+  t.equal(sink.received.filter((r) => r.mail.subject === 'Verify your e-mail address' && !Array.isArray(r.mail.to) && r.mail.to?.text === user.email).length, 1, 'no link to the current address')
 
-  // A link to the old address, asked for before the change, is worth nothing after it.
-  const again = await registerAndLogin(app)
-  const [oldLink] = await verificationsTo(again.email, 1)
-  t.equal((await app.inject({ method: 'PATCH', url: `/api/user/${again.id}`, headers: again.auth, payload: { email: newUser().email } })).statusCode, 200)
-  assertProblem(t, await verify(tokenOf(oldLink!)), 400, 'VERIFICATION_TOKEN_INVALID')
+  assertProblem(t, await loginAs(moved, user.password), 401, 'UNAUTHORIZED')
+  t.equal((await loginAs(user.email, user.password)).statusCode, 200, 'login by the current one')
 
-  t.equal((await verify(tokenOf(second!))).statusCode, 204)
-  t.ok((await app.inject({ url: `/api/user/${user.id}`, headers: user.auth })).json().emailVerifiedAt, 'the new address verified')
-  // The same address again (another case): nothing changes, no e-mail.
-  t.equal((await app.inject({ method: 'PATCH', url: `/api/user/${user.id}`, headers: user.auth, payload: { email: moved.toUpperCase() } })).json().user.emailVerifiedAt !== null, true, 'still verified')
+  t.equal((await verify(tokenOf(link!))).statusCode, 204)
+  const after = await me(user)
+  t.match(after, { email: moved, pendingEmail: null }, 'the new address is the account\'s')
+  t.ok(Date.parse(after.emailVerifiedAt) > Date.parse(changed.json().user.emailVerifiedAt), `verified anew at ${after.emailVerifiedAt}`)
+  t.equal((await loginAs(moved, user.password)).statusCode, 200, 'login by the new address')
+  assertProblem(t, await loginAs(user.email, user.password), 401, 'UNAUTHORIZED')
+  assertProblem(t, await verify(tokenOf(link!)), 400, 'VERIFICATION_TOKEN_INVALID')
+
+  // The same address again (another case): nothing pending, no e-mail.
+  const same = await patchEmail(user, moved.toUpperCase())
+  t.match(same.json().user, { pendingEmail: null }, 'nothing pending')
+  t.ok(same.json().user.emailVerifiedAt, 'still verified')
+})
+
+t.test('an unverified address stays verifiable while a change is pending', async (t) => {
+  const user = await registerAndLogin(app)
+  const [own] = await verificationsTo(user.email, 1)
+  const moved = newUser().email
+  t.equal((await patchEmail(user, moved)).statusCode, 200)
+  const [link] = await verificationsTo(moved, 1)
+  t.equal((await verify(tokenOf(own!))).statusCode, 204, 'the registration link verifies the current address')
+  t.match(await me(user), { email: user.email, pendingEmail: moved })
+  t.equal((await verify(tokenOf(link!))).statusCode, 204, 'the change\'s link still works')
+  t.match(await me(user), { email: moved, pendingEmail: null })
+})
+
+t.test('a newer change replaces the pending one: its link stops working; the current address cancels it', async (t) => {
+  const user = await registerAndLogin(app)
+  const [b, c] = [newUser().email, newUser().email]
+  t.equal((await patchEmail(user, b)).statusCode, 200)
+  const [linkB] = await verificationsTo(b, 1)
+  t.match((await patchEmail(user, c)).json().user, { email: user.email, pendingEmail: c })
+  const [linkC] = await verificationsTo(c, 1)
+  assertProblem(t, await verify(tokenOf(linkB!)), 400, 'VERIFICATION_TOKEN_INVALID')
+  t.match(await me(user), { email: user.email, pendingEmail: c }, 'nothing changed')
+
+  // Saving the current address drops the pending change.
+  t.match((await patchEmail(user, user.email)).json().user, { email: user.email, pendingEmail: null })
+  assertProblem(t, await verify(tokenOf(linkC!)), 400, 'VERIFICATION_TOKEN_INVALID')
+  t.match(await me(user), { email: user.email, pendingEmail: null })
+})
+
+t.test('a new password drops a pending change: its link verifies nothing', async (t) => {
+  const user = await registerAndLogin(app)
+  const moved = newUser().email
+  t.equal((await patchEmail(user, moved)).statusCode, 200)
+  const [link] = await verificationsTo(moved, 1)
+  const changed = await app.inject({ method: 'PATCH', url: `/api/user/${user.id}`, headers: user.auth, payload: { password: 'another secret phrase', currentPassword: user.password } })
+  t.equal(changed.statusCode, 200)
+  t.match(changed.json().user, { email: user.email, pendingEmail: null })
+  assertProblem(t, await verify(tokenOf(link!)), 400, 'VERIFICATION_TOKEN_INVALID')
+  t.equal((await app.inject({ url: `/api/user/${user.id}`, headers: { authorization: `Bearer ${changed.json().token}` } })).json().email, user.email)
+})
+
+t.test('an address another account has: 409 CONFLICT when asked for, and when confirmed after it was taken, changing nothing', async (t) => {
+  const user = await registerAndLogin(app)
+  const other = await registerAndLogin(app)
+  assertProblem(t, await patchEmail(user, other.email.toUpperCase()), 409, 'CONFLICT')
+  t.match(await me(user), { email: user.email, pendingEmail: null })
+
+  const wanted = newUser().email
+  t.equal((await patchEmail(user, wanted)).statusCode, 200)
+  const [link] = await verificationsTo(wanted, 1)
+  // Pending is not reserved: another account registers with it meanwhile.
+  const taker = await registerAndLogin(app, { email: wanted.toUpperCase() })
+  const refused = assertProblem(t, await verify(tokenOf(link!)), 409, 'CONFLICT')
+  t.match(refused.detail, /email/)
+  t.match(await me(user), { email: user.email, pendingEmail: wanted }, 'nothing changed')
+  t.equal((await loginAs(user.email, user.password)).statusCode, 200, 'login by the current address still works')
+  // Once the address is free again, the same link works.
+  t.equal((await app.inject({ method: 'DELETE', url: `/api/user/${taker.id}`, headers: taker.auth, payload: { password: taker.password } })).statusCode, 204)
+  t.equal((await verify(tokenOf(link!))).statusCode, 204)
+  t.match(await me(user), { email: wanted, pendingEmail: null })
+})
+
+t.test('two confirmations of one link at once: one wins', async (t) => {
+  const user = await registerAndLogin(app)
+  const moved = newUser().email
+  t.equal((await patchEmail(user, moved)).statusCode, 200)
+  const [link] = await verificationsTo(moved, 1)
+  const token = tokenOf(link!)
+  const answers = await Promise.all(Array.from({ length: 4 }, async () => await verify(token)))
+  t.same(answers.map((r) => r.statusCode).sort(), [204, 400, 400, 400])
+  t.match(await me(user), { email: moved, pendingEmail: null })
 })
 
 t.test('resend: 202, at most 3 an hour per user, then 429 with Retry-After', async (t) => {

@@ -321,6 +321,16 @@ t.test('each route answers every status it documents, and documents every status
         return await app.inject({ method: 'POST', url: '/api/auth/verify-email', payload: { token } })
       },
       400: () => app.inject({ method: 'POST', url: '/api/auth/verify-email', payload: { token: 'forged' } }),
+      409: async () => {
+        // A change to an address another account has by the time its link is followed.
+        const { createHash, randomBytes } = await import('node:crypto')
+        const token = randomBytes(32).toString('base64url')
+        const who = await registerAndLogin(app)
+        const db = await sqlClient(t, app.databaseUrl)
+        await db.query('UPDATE users SET pending_email = $2 WHERE id = $1', [who.id, other.email])
+        await db.query('INSERT INTO email_verification_tokens (hash, user_id, email, expires_at) VALUES ($1, $2, $3, now() + interval \'1 minute\')', [createHash('sha256').update(token).digest(), who.id, other.email])
+        return await app.inject({ method: 'POST', url: '/api/auth/verify-email', payload: { token } })
+      },
       413: () => app.inject({ method: 'POST', url: '/api/auth/verify-email', payload: { token: 'x'.repeat(2_000_000) } }),
       415: () => app.inject({ method: 'POST', url: '/api/auth/verify-email', ...text }),
       429: () => overBudget(() => limited.inject({ method: 'POST', url: '/api/auth/verify-email', payload: { token: 'forged' } })),

@@ -95,6 +95,17 @@ t.test('the whole flow: request, the e-mail over STARTTLS with auth, the link, a
   t.ok(logs.some((line) => line.includes('E-mail delivered')), 'the delivery is logged')
 })
 
+t.test('a reset drops a pending change of address, as a password change does', async (t) => {
+  const user = await registerAndLogin(app)
+  const db = await sqlClient(t, app.databaseUrl)
+  await db.query('UPDATE users SET pending_email = $2 WHERE id = $1', [user.id, `pending.${user.email}`])
+  const before = sink.received.length
+  t.equal((await requestReset(user.email)).statusCode, 202)
+  const [received] = await mailsTo(user.email, before, 1)
+  t.equal((await confirm(tokenOf(received!), 'a brand new password')).statusCode, 204)
+  t.equal((await db.query('SELECT pending_email FROM users WHERE id = $1', [user.id])).rows[0].pending_email, null)
+})
+
 t.test('no enumeration: the same status and body for an unknown address, and a like time', async (t) => {
   const user = await registerAndLogin(app)
   const before = sink.received.length

@@ -13,7 +13,7 @@ t.test('registration (POST /api/user and POST /api/auth/register)', async (t) =>
       const res = await app.inject({ method: 'POST', url, payload: body })
       t.equal(res.statusCode, 201)
       const user = res.json()
-      t.same(Object.keys(user).sort(), ['createdAt', 'email', 'emailVerifiedAt', 'id', 'names', 'updatedAt', 'username'])
+      t.same(Object.keys(user).sort(), ['createdAt', 'email', 'emailVerifiedAt', 'id', 'names', 'pendingEmail', 'updatedAt', 'username'])
       t.equal(user.username, body.username)
       t.equal(user.email, body.email)
       assertNoSecrets(t, res, body.password)
@@ -117,12 +117,12 @@ t.test('GET /api/user/:id', async (t) => {
 t.test('PATCH /api/user/:id', async (t) => {
   const app = await build(t)
 
-  t.test('changes username and e-mail', async (t) => {
+  t.test('changes the username at once and the e-mail once confirmed (test/email-verification.test.ts)', async (t) => {
     const me = await registerAndLogin(app)
     const next = newUser()
     const res = await injectAs(app, me, { method: 'PATCH', url: `/api/user/${me.id}`, payload: { username: next.username, email: next.email } })
     t.equal(res.statusCode, 200)
-    t.match(res.json().user, { id: me.id, username: next.username, email: next.email })
+    t.match(res.json().user, { id: me.id, username: next.username, email: me.email, pendingEmail: next.email })
     t.notOk(res.json().token, 'no new token without a password change')
     assertNoSecrets(t, res)
     // The old token still works (no password change).

@@ -55,10 +55,13 @@ function show () {
   if (inside) {
     forms.details.names.value = me.names ?? ''
     forms.details.email.value = me.email
-    $('#email-state').textContent = me.emailVerifiedAt === null
-      ? 'Not verified yet: follow the link e-mailed to this address.'
-      : 'Verified.'
-    $('#resend').hidden = me.emailVerifiedAt !== null
+    const state = me.emailVerifiedAt === null ? 'Not verified yet: follow the link e-mailed to this address.' : 'Verified.'
+    // The field keeps the current address: it stays the account's until the new one confirms.
+    $('#email-state').textContent = me.pendingEmail === null
+      ? state
+      : `${state} Changing to ${me.pendingEmail}: follow the link e-mailed there; until then this address stays.`
+    $('#resend').hidden = me.emailVerifiedAt !== null && me.pendingEmail === null
+    $('#keep-email').hidden = me.pendingEmail === null
     // Password managers match the password forms to the account by this (hidden) field.
     for (const field of document.querySelectorAll('.account-name')) field.value = me.username
   }
@@ -135,6 +138,19 @@ $('#resend').addEventListener('click', async () => {
   }
 })
 
+$('#keep-email').addEventListener('click', async () => {
+  try {
+    // The current address again drops the pending change.
+    const { user } = await api('PATCH', `/api/user/${me.id}`, { email: me.email })
+    me = user
+    show()
+    say(`The change is cancelled: your address stays ${me.email}.`)
+  } catch (failure) {
+    if (failure.status === 401) loggedOut('Your session has ended: log in again.')
+    else say(failure.message)
+  }
+})
+
 /** Follows an e-mailed verification link: no login needed, it may be opened anywhere. */
 async function verifyEmail (token) {
   try {
@@ -149,10 +165,16 @@ async function verifyEmail (token) {
 
 handle(forms.details, async (data) => {
   const names = data.get('names').trim()
-  const { user } = await api('PATCH', `/api/user/${me.id}`, { names: names === '' ? null : names, email: data.get('email') })
+  const email = data.get('email').trim()
+  const body = { names: names === '' ? null : names }
+  // Only a new address is sent: the current one again would cancel a pending change.
+  if (email.toLowerCase() !== me.email.toLowerCase()) body.email = email
+  const { user } = await api('PATCH', `/api/user/${me.id}`, body)
   me = user
   show()
-  say('Profile saved.')
+  say(body.email !== undefined && user.pendingEmail !== null
+    ? `Profile saved. A confirmation link was sent to ${user.pendingEmail}: your address changes once you follow it.`
+    : 'Profile saved.')
 })
 
 handle(forms.password, async (data) => {

@@ -47,12 +47,21 @@ if (chromiumAvailable(t)) {
       await page.getByLabel('Name', { exact: true }).fill('Augusta Ada King')
       await page.locator('#details-email').fill(email)
       await page.getByRole('button', { name: 'Save' }).click()
-      await t.resolves(page.getByRole('status').filter({ hasText: 'Profile saved.' }).waitFor())
+      await t.resolves(page.getByRole('status').filter({ hasText: `Profile saved. A confirmation link was sent to ${email}` }).waitFor())
+      t.equal(await page.locator('#details-email').inputValue(), user.email, 'the field keeps the current address')
       await page.reload()
       await page.locator('#profile').waitFor()
       t.equal(await page.getByLabel('Name', { exact: true }).inputValue(), 'Augusta Ada King', 'kept after a reload')
-      t.equal(await page.locator('#details-email').inputValue(), email)
-      user.email = email
+      t.equal(await page.locator('#details-email').inputValue(), user.email, 'the address changes only once the new one confirms')
+      t.match(await page.locator('#email-state').textContent(), `Changing to ${email}`, 'the pending address is shown')
+      // Saving the name alone leaves the pending change.
+      await page.getByLabel('Name', { exact: true }).fill('Ada Lovelace')
+      await page.getByRole('button', { name: 'Save' }).click()
+      await t.resolves(page.getByRole('status').filter({ hasText: /^Profile saved\.$/ }).waitFor())
+      t.match(await page.locator('#email-state').textContent(), `Changing to ${email}`, 'still pending')
+      await page.getByRole('button', { name: 'Cancel the change of address' }).click()
+      await t.resolves(page.getByRole('status').filter({ hasText: `your address stays ${user.email}` }).waitFor())
+      t.notMatch(await page.locator('#email-state').textContent(), 'Changing to', 'nothing pending')
     })
 
     await flow(t, browser, 'password change: a wrong current password is shown as the detail, the right one changes it', async (t, page) => {

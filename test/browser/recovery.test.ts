@@ -1,7 +1,8 @@
 /**
  * Account recovery and e-mail verification in Chromium, with the e-mail delivered over real
  * SMTP (test/helpers/smtp-sink.ts) and its link opened in the page: sign up, follow the
- * verification link (the profile says "Verified."), forget the password, ask for a link on
+ * verification link (the profile says "Verified."), change the address (pending until the
+ * link e-mailed to the new one is followed), forget the password, ask for a link on
  * the login form, set a new password on the page the link opens (the session in another
  * browser ends, the old password stops working, the new one logs in), and a used link shows
  * the problem's detail. The token never stays in the address bar.
@@ -57,6 +58,25 @@ if (chromiumAvailable(t)) {
       t.equal(new URL(page.url()).pathname + new URL(page.url()).hash, '/', 'the token is gone from the address bar')
       await t.resolves(page.locator('#email-state').filter({ hasText: 'Verified.' }).waitFor(), 'the profile (still logged in) shows it')
       t.notOk(await page.getByRole('button', { name: 'E-mail the verification link again' }).isVisible())
+    })
+
+    await flow(t, browser, 'a change of address: pending until the link e-mailed to it is followed, then the profile has it', async (t, page) => {
+      await page.goto('/')
+      await page.locator('#profile').waitFor()
+      const moved = newUser().email
+      await page.locator('#details-email').fill(moved)
+      await page.getByRole('button', { name: 'Save' }).click()
+      await t.resolves(page.getByRole('status').filter({ hasText: `A confirmation link was sent to ${moved}` }).waitFor())
+      t.match(await page.locator('#email-state').textContent(), `Changing to ${moved}`)
+      t.equal(await page.locator('#details-email').inputValue(), user.email, 'the current address until then')
+      const verifications = await mailTo(/verify/i, 2)
+      const toMoved = verifications.find((r) => !Array.isArray(r.mail.to) && r.mail.to?.text === moved)
+      t.ok(toMoved, 'the link went to the new address')
+      await page.goto(linkIn(toMoved!))
+      await t.resolves(page.getByRole('status').filter({ hasText: 'Your e-mail address is verified.' }).waitFor())
+      await t.resolves(page.locator('#email-state').filter({ hasText: /^Verified\.$/ }).waitFor(), 'nothing pending any more')
+      t.equal(await page.locator('#details-email').inputValue(), moved, 'the new address is the account\'s')
+      user.email = moved
     })
 
     const elsewhere = await context()

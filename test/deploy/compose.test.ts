@@ -340,7 +340,7 @@ t.test('docker compose up --build serves the API from .env.example', { skip: wan
     const email = `new_${project}@example.com`
     const changed = await http(base, 'PATCH', `/api/user/${userId}`, { email }, token)
     t.equal(changed.status, 200, changed.text)
-    t.equal(changed.json.user.email, email)
+    t.equal(changed.json.user.pendingEmail, email, 'a new address waits for its link')
     t.equal((await http(base, 'DELETE', `/api/product/${chair.json.id}`, undefined, token)).status, 204)
     t.equal((await http(base, 'GET', `/api/product/${chair.json.id}`)).status, 404)
     const bob = { username: `bob_${project}`, email: `bob_${project}@example.com`, password: 'leaving the service' }

@@ -79,9 +79,11 @@ export const authRoutes: FastifyPluginAsyncTypebox<AuthRoutesOptions> = async (a
       tags: ['auth'],
       summary: 'Verify an e-mail address with the token of its verification link',
       description: 'The token is the part of the e-mailed link after `#token=`; no login is needed (the link may be opened on another device). ' +
-        'Sets the user\'s `emailVerifiedAt`. An unknown, used or expired token, or one sent to an address the user has since changed: 400 `VERIFICATION_TOKEN_INVALID`.',
+        'Sets the user\'s `emailVerifiedAt`; a link sent to the `pendingEmail` of a change makes it the user\'s `email`, verified. ' +
+        'An unknown, used or expired token, or one sent to an address the user has since left or no longer asks for: 400 `VERIFICATION_TOKEN_INVALID`. ' +
+        'The pending address taken by another account meanwhile: 409 `CONFLICT`, nothing changed.',
       body: VerifyEmailBody,
-      response: { 204: empty('the address is verified'), ...problems(400, 413, 415) }
+      response: { 204: empty('the address is verified'), ...problems(400, 409, 413, 415) }
     }
   }, async (request, reply) => {
     await app.emailVerification.verify(request.body.token)
@@ -94,14 +96,15 @@ export const authRoutes: FastifyPluginAsyncTypebox<AuthRoutesOptions> = async (a
       operationId: 'resendVerificationEmail',
       tags: ['auth'],
       summary: 'E-mail the verification link of your address again',
-      description: 'Authenticated; no body. Nothing is sent when the address is verified already. At most 3 per user per hour: 429 with `Retry-After` past it.',
+      description: 'Authenticated; no body. The link goes to the `pendingEmail` of a change when there is one, else to `email`; nothing is sent when that is verified already. At most 3 per user per hour: 429 with `Retry-After` past it.',
       security: sessionAuth,
       response: { 202: json(VerificationQueued), ...problems(401, 403) }
     }
   }, async (request, reply) => {
     const user = request.currentUser!
-    await app.emailVerification.resend(user.id, user.email, reply)
-    return await reply.code(202).send({ detail: `A verification link is on its way to ${user.email}, unless it is verified already` })
+    const email = user.pendingEmail ?? user.email
+    await app.emailVerification.resend(user.id, email, reply)
+    return await reply.code(202).send({ detail: `A verification link is on its way to ${email}, unless it is verified already` })
   })
 
   // Login alone also reads HTML form bodies: the parser is registered in this scope only,

@@ -5,9 +5,11 @@
  * (stored as its SHA-256, with the address it verifies) and put in the link. Following it
  * sets `emailVerifiedAt`, if the user still has that address.
  *
- * A change of address also tells the old address, so that an account taken over is noticed.
- * Not done here: a pending change that takes effect only once the new address confirms; a
- * change takes effect at once and starts unverified.
+ * A change of address only records the new one as pending and e-mails it the link: following
+ * that link makes it the user's address, verified (409 if another account has it by then).
+ * Until then the current address stays, for login and password resets, so that a mistyped
+ * or someone else's address never takes the account over. The current address is told of the
+ * request (no link), so that an account taken over is noticed.
  */
 import createError from '@fastify/error'
 import type { FastifyInstance, FastifyReply } from 'fastify'
@@ -16,7 +18,7 @@ import { budget, type AttemptStore } from '../../lib/attempts.js'
 import { escapeHtml, newLinkToken, tokenDigest } from '../../lib/link-token.js'
 import type { Transaction } from '../../db/sql.js'
 import type { Mail } from '../mail/index.js'
-import type { TokenUser, UsersRepository } from './repository.js'
+import { EmailTaken, type TokenUser, type UsersRepository } from './repository.js'
 
 const VerificationTokenInvalid = createError('VERIFICATION_TOKEN_INVALID', 'The verification link is invalid, used or expired, or the address has changed since: ask for a new one', 400)
 const TooManyVerificationMails = createError('RATE_LIMITED', 'Too many verification e-mails; retry in %d s', 429)
@@ -42,23 +44,31 @@ interface Dependencies extends EmailVerificationOptions {
   mail: Mail
 }
 
+const sameAddress = (a: string, b: string): boolean => a.toLowerCase() === b.toLowerCase()
+
 function emailVerification ({ users, mail, publicUrl, store }: Dependencies) {
   const resends = budget({ ...RESENDS_PER_USER, store, refusal: (seconds) => new TooManyVerificationMails(seconds) })
 
   mail.define(VERIFY_KIND, async (payload) => {
     const { userId, email } = payload as { userId: number, email: string }
     const user = await users.findEmail(userId)
+    if (user === null) return null
+    const change = user.pendingEmail !== null && sameAddress(user.pendingEmail, email)
     // Gone, verified meanwhile, or moved on to another address (which has its own e-mail).
-    if (user === null || user.verified || user.email.toLowerCase() !== email.toLowerCase()) return null
+    if (!change && (user.verified || !sameAddress(user.email, email))) return null
+    const to = change ? user.pendingEmail! : user.email
     const { token, digest: hashed } = newLinkToken()
-    await users.createVerificationToken(userId, user.email, hashed, VERIFICATION_TTL_MS)
+    await users.createVerificationToken(userId, to, hashed, VERIFICATION_TTL_MS)
     const link = `${publicUrl}/verify-email#token=${token}`
+    const ask = change
+      ? 'Your account asked to use this address from now on. It does once you open this link, within 24 hours:'
+      : 'Please confirm that this address belongs to your account by opening this link within 24 hours:'
     return {
       message: {
-        to: user.email,
+        to,
         subject: 'Verify your e-mail address',
-        text: `Please confirm that this address belongs to your account by opening this link within 24 hours:\n\n${link}\n\nIf you did not sign up or change your address, ignore this e-mail.\n`,
-        html: `<p>Please confirm that this address belongs to your account by opening this link within 24 hours:</p><p><a href="${escapeHtml(link)}">Verify your e-mail address</a></p><p>If you did not sign up or change your address, ignore this e-mail.</p>`
+        text: `${ask}\n\n${link}\n\nIf you did not sign up or change your address, ignore this e-mail.\n`,
+        html: `<p>${ask}</p><p><a href="${escapeHtml(link)}">Verify your e-mail address</a></p><p>If you did not sign up or change your address, ignore this e-mail.</p>`
       },
       undo: async () => { await users.deleteVerificationToken(hashed) }
     }
@@ -69,34 +79,45 @@ function emailVerification ({ users, mail, publicUrl, store }: Dependencies) {
     return {
       message: {
         to,
-        subject: 'Your e-mail address was changed',
-        text: `The e-mail address of the account ${username} was changed from this one to ${newEmail}.\n\nIf you did not make this change, someone else may be using your account: log in, change your password and set your address back, or tell the operators of this service.\n`,
-        html: `<p>The e-mail address of the account <b>${escapeHtml(username)}</b> was changed from this one to <b>${escapeHtml(newEmail)}</b>.</p><p>If you did not make this change, someone else may be using your account: log in, change your password and set your address back, or tell the operators of this service.</p>`
+        subject: 'A change of your e-mail address was asked for',
+        text: `The account ${username} asked to change its e-mail address from this one to ${newEmail}. The change takes effect only when the link sent to ${newEmail} is opened; until then this address stays the account's.\n\nIf you did not ask for this, someone else may be using your account: log in and change your password, or reset it (either ends every session and cancels the change), or tell the operators of this service.\n`,
+        html: `<p>The account <b>${escapeHtml(username)}</b> asked to change its e-mail address from this one to <b>${escapeHtml(newEmail)}</b>. The change takes effect only when the link sent to ${escapeHtml(newEmail)} is opened; until then this address stays the account's.</p><p>If you did not ask for this, someone else may be using your account: log in and change your password, or reset it (either ends every session and cancels the change), or tell the operators of this service.</p>`
       }
     }
   })
 
   return {
     /**
-     * Writes the verification e-mail of `user`'s address in the transaction `tx`, and after a
-     * change the notice to the address before (call `wake` once it commits).
+     * Writes, in the transaction `tx`, the verification e-mail of `user`'s pending address and
+     * the notice to the current one, or without a pending address the verification e-mail of
+     * the current one (call `wake` once it commits).
      */
-    async queue (tx: Transaction, user: TokenUser, previousEmail?: string): Promise<void> {
-      await mail.enqueue(VERIFY_KIND, { userId: user.id, email: user.email }, SEND_WINDOW_MS, tx)
-      if (previousEmail !== undefined) await mail.enqueue(NOTICE_KIND, { to: previousEmail, newEmail: user.email, username: user.username }, SEND_WINDOW_MS, tx)
+    async queue (tx: Transaction, user: TokenUser): Promise<void> {
+      const { pendingEmail } = user
+      await mail.enqueue(VERIFY_KIND, { userId: user.id, email: pendingEmail ?? user.email }, SEND_WINDOW_MS, tx)
+      if (pendingEmail !== null) await mail.enqueue(NOTICE_KIND, { to: user.email, newEmail: pendingEmail, username: user.username }, SEND_WINDOW_MS, tx)
     },
 
     wake: mail.wake,
 
-    /** Sends the link again (RESENDS_PER_USER, else 429); nothing when the address is verified. */
+    /**
+     * Sends the link of `email` again (RESENDS_PER_USER, else 429): the pending address, else
+     * the current one; nothing when that is verified.
+     */
     async resend (userId: number, email: string, reply: FastifyReply): Promise<void> {
       await resends.spend(`user:${userId}`, reply)
       await mail.enqueue(VERIFY_KIND, { userId, email }, SEND_WINDOW_MS)
     },
 
-    /** Verifies the address of the token; 400 VERIFICATION_TOKEN_INVALID otherwise. */
+    /**
+     * Verifies the address of the token, or makes the pending address it was sent to the
+     * user's; 400 VERIFICATION_TOKEN_INVALID otherwise, 409 CONFLICT (nothing changed) when
+     * another account has that address.
+     */
     async verify (token: string): Promise<void> {
-      if (!await users.verifyEmail(tokenDigest(token))) throw new VerificationTokenInvalid()
+      const outcome = await users.verifyEmail(tokenDigest(token))
+      if (outcome === 'invalid') throw new VerificationTokenInvalid()
+      if (outcome === 'taken') throw new EmailTaken()
     }
   }
 }

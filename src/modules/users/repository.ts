@@ -7,6 +7,7 @@
  * of an authenticated read (bench/README.md, "Where the CPU of GET /api/user/:id goes").
  * Behind PgBouncer (DB_PGBOUNCER) they are unnamed (src/db/sql.ts).
  */
+import createError from '@fastify/error'
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
 import { sql, type Transaction } from '../../db/sql.js'
@@ -21,12 +22,20 @@ const PUBLIC_COLUMNS = {
   email: 'email',
   names: 'names',
   emailVerifiedAt: 'email_verified_at',
+  pendingEmail: 'pending_email',
   createdAt: 'created_at',
   updatedAt: 'updated_at'
 } as const satisfies Record<keyof PublicUser, string>
 
 /** The Prisma `select` of a public user. */
 const publicUserSelect = Object.fromEntries(Object.keys(PUBLIC_COLUMNS).map((field) => [field, true])) as Record<keyof PublicUser, true>
+
+/**
+ * Another account has the address a change asks for: the problem the unique index gives a
+ * registration (src/db/errors.ts), raised here where no index is hit yet (the address is
+ * only pending) or where the index's error is a driver's, not Prisma's.
+ */
+export const EmailTaken = createError('CONFLICT', 'This email is already taken', 409)
 
 /** A public user with the version its tokens must carry (src/plugins/authentication.ts). */
 export type TokenUser = PublicUser & { tokenVersion: number }
@@ -62,25 +71,40 @@ const LOGIN_SQL = { username: loginSql('username'), email: loginSql('email') }
 
 // A reset token is used by deleting it, so of two requests racing with one token the second
 // finds no row (it waits for the first's lock, then re-checks); the user's other tokens go
-// with it, and the new password moves the token version on: every session ends, as with a
-// password change.
+// with it, and the new password moves the token version on: every session ends, and a pending
+// change of address is dropped, as with a password change.
 const RESET_USE_SQL = 'DELETE FROM password_reset_tokens WHERE hash = $1 AND expires_at > now() RETURNING user_id AS "userId"'
 const RESET_OTHERS_SQL = 'DELETE FROM password_reset_tokens WHERE user_id = $1'
-const RESET_PASSWORD_SQL = 'UPDATE users SET password_hash = $2, token_version = token_version + 1, updated_at = now() WHERE id = $1'
+const RESET_PASSWORD_SQL = 'UPDATE users SET password_hash = $2, token_version = token_version + 1, pending_email = NULL, updated_at = now() WHERE id = $1'
 // The user's expired tokens go when a new one is made: a user has a few rows at most.
 const RESET_CREATE_SQL = `WITH expired AS (DELETE FROM password_reset_tokens WHERE user_id = $1 AND expires_at <= now())
   INSERT INTO password_reset_tokens (hash, user_id, expires_at) VALUES ($2, $1, now() + $3::int * interval '1 millisecond')`
 
 // A verification token is used by deleting it (as a reset token); it verifies the address it
-// was made for, only while the user still has that address.
+// was made for, only while the user still has that address, or makes it theirs while a change
+// to it is pending. The user's row is locked before the token's, in the order a change of
+// address takes them (`update`), so that the two never wait for each other.
+const VERIFICATION_OWNER_SQL = 'SELECT user_id AS "userId" FROM email_verification_tokens WHERE hash = $1'
+const VERIFICATION_LOCK_SQL = 'SELECT id FROM users WHERE id = $1 FOR UPDATE'
 const VERIFICATION_USE_SQL = 'DELETE FROM email_verification_tokens WHERE hash = $1 AND expires_at > now() RETURNING user_id AS "userId", email::text AS email'
 const VERIFICATION_APPLY_SQL = `UPDATE users SET email_verified_at = coalesce(email_verified_at, now()), updated_at = now()
   WHERE id = $1 AND email = $2::citext RETURNING id`
+// Fails on the unique index when another account has the address by now.
+const VERIFICATION_MOVE_SQL = `UPDATE users SET email = pending_email, pending_email = NULL, email_verified_at = now(), updated_at = now()
+  WHERE id = $1 AND pending_email = $2::citext RETURNING id`
+// What is left to verify is the pending address, if any: the other links are worth nothing.
+const VERIFICATION_OTHERS_SQL = `DELETE FROM email_verification_tokens
+  WHERE user_id = $1 AND email IS DISTINCT FROM (SELECT pending_email FROM users WHERE id = $1)`
+/** PostgreSQL's unique_violation. */
+const UNIQUE_VIOLATION = '23505'
 const VERIFICATION_CREATE_SQL = `WITH expired AS (DELETE FROM email_verification_tokens WHERE user_id = $1 AND expires_at <= now())
   INSERT INTO email_verification_tokens (hash, user_id, email, expires_at) VALUES ($2, $1, $3, now() + $4::int * interval '1 millisecond')`
 
-/** Work done in a repository's transaction by its caller (Prisma's transaction client). */
-export type AlsoInTransaction = (tx: Transaction, user: TokenUser, previousEmail?: string) => Promise<void>
+/** Work done in a repository's transaction by its caller, on the transaction's connection. */
+export type AlsoInTransaction = (tx: Transaction, user: TokenUser) => Promise<void>
+
+/** What following a verification link did. */
+export type VerificationOutcome = 'verified' | 'changed' | 'invalid' | 'taken'
 
 function usersRepository (prisma: PrismaClient) {
   const db = sql(prisma)
@@ -122,35 +146,48 @@ function usersRepository (prisma: PrismaClient) {
 
     /**
      * Changes a user; a new password hash also bumps the token version (earlier tokens stop
-     * working). A new e-mail address is unverified, and `onNewEmail` runs in the same
-     * transaction, given the address before (the outbox rows of the verification e-mail and
-     * of the notice to the old address). Null when there is no such user.
+     * working). A new e-mail address (as citext compares) is not set but pending, replacing
+     * an earlier pending one and the links made for it; `onNewEmail` runs in the same
+     * transaction (the outbox rows of its verification e-mail and of the notice to the
+     * current address). An address another account has: 409, nothing changed. The current
+     * address (in any case) drops a pending change, and so does a new password: whoever asked
+     * for it with a stolen session loses it with the session. Null when there is no such user.
      */
     async update (id: number, data: { username?: string, email?: string, names?: string | null, passwordHash?: string }, onNewEmail: AlsoInTransaction): Promise<TokenUser | null> {
-      const changes = data.passwordHash === undefined ? data : { ...data, tokenVersion: { increment: 1 } }
+      const changes = data.passwordHash === undefined ? data : { ...data, tokenVersion: { increment: 1 }, pendingEmail: null }
       const select = { ...publicUserSelect, tokenVersion: true }
       if (data.email === undefined) return await prisma.user.update({ where: { id }, data: changes, select })
       return await db.transaction(`changing user ${id}`, async (tx) => {
-        const [before] = await db.rows<{ email: string }>('user-email-for-update', 'SELECT email::text AS email FROM users WHERE id = $1 FOR UPDATE', [id], tx)
+        // Locked: of two changes at once, the later one's address and link are the ones left.
+        const [before] = await db.rows<{ same: boolean }>('user-email-for-update', 'SELECT email = $2::citext AS same FROM users WHERE id = $1 FOR UPDATE', [id, data.email], tx)
         if (before === undefined) return null
-        const moved = before.email.toLowerCase() !== data.email!.toLowerCase()
-        const fields = Object.entries({ username: data.username, email: data.email, names: data.names, password_hash: data.passwordHash }).filter(([, value]) => value !== undefined)
+        if (!before.same && (await db.rows('user-email-taken', 'SELECT 1 FROM users WHERE email = $1::citext AND id <> $2', [data.email, id], tx)).length > 0) throw new EmailTaken()
+        // The links of an earlier pending change stop working; the current address's stay.
+        await db.rows('verification-tokens-unpend', 'DELETE FROM email_verification_tokens t USING users u WHERE u.id = $1 AND t.user_id = u.id AND t.email <> u.email', [id], tx)
+        const fields = Object.entries({
+          username: data.username,
+          // The current address again (perhaps in another case) is kept as spelt now.
+          email: before.same ? data.email : undefined,
+          pending_email: before.same ? null : data.email,
+          names: data.names,
+          password_hash: data.passwordHash
+        }).filter(([, value]) => value !== undefined)
         const set = [
           ...fields.map(([column], i) => `${column} = $${i + 2}`),
           ...(data.passwordHash === undefined ? [] : ['token_version = token_version + 1']),
-          ...(moved ? ['email_verified_at = NULL'] : []),
           'updated_at = now()'
         ]
-        const [user] = await db.rows<TokenUser>(`user-update-${fields.map(([column]) => column).join('-')}${moved ? '-moved' : ''}`,
+        const [user] = await db.rows<TokenUser>(`user-update-${fields.map(([column]) => column).join('-')}`,
           `UPDATE users SET ${set.join(', ')} WHERE id = $1 RETURNING ${RETURNING_USER}`, [id, ...fields.map(([, value]) => value)], tx)
-        if (moved) await onNewEmail(tx, user!, before.email)
+        if (!before.same) await onNewEmail(tx, user!)
         return user!
       })
     },
 
-    /** The address of user `id` and whether it is verified. */
-    async findEmail (id: number): Promise<{ email: string, verified: boolean } | null> {
-      const [row] = await db.rows<{ email: string, verified: boolean }>('user-email', 'SELECT email::text AS email, email_verified_at IS NOT NULL AS verified FROM users WHERE id = $1', [id])
+    /** The address of user `id`, whether it is verified, and the address pending, if any. */
+    async findEmail (id: number): Promise<{ email: string, verified: boolean, pendingEmail: string | null } | null> {
+      type Row = { email: string, verified: boolean, pendingEmail: string | null }
+      const [row] = await db.rows<Row>('user-email', 'SELECT email::text AS email, email_verified_at IS NOT NULL AS verified, pending_email::text AS "pendingEmail" FROM users WHERE id = $1', [id])
       return row ?? null
     },
 
@@ -166,17 +203,29 @@ function usersRepository (prisma: PrismaClient) {
 
     /**
      * Uses the live verification token of digest `hash`: its user's address is verified if
-     * it is still the one the token was made for. False for an unknown, used or expired
-     * token, or one of an address the user has since left.
+     * it is still the one the token was made for (`verified`), or becomes the pending address
+     * the token was made for, verified (`changed`). `invalid` for an unknown, used or expired
+     * token, or one of an address the user has since left or no longer asks for; `taken`,
+     * and nothing changed (the token stays), when another account has the pending address.
      */
-    async verifyEmail (hash: Buffer): Promise<boolean> {
-      return await db.transaction('e-mail verification', async (tx) => {
-        const [used] = await db.rows<{ userId: number, email: string }>('verification-token-use', VERIFICATION_USE_SQL, [hash], tx)
-        if (used === undefined) return false
-        const verified = await db.rows('verification-apply', VERIFICATION_APPLY_SQL, [used.userId, used.email], tx)
-        await db.rows('verification-token-others', 'DELETE FROM email_verification_tokens WHERE user_id = $1', [used.userId], tx)
-        return verified.length === 1
-      })
+    async verifyEmail (hash: Buffer): Promise<VerificationOutcome> {
+      try {
+        return await db.transaction('e-mail verification', async (tx): Promise<VerificationOutcome> => {
+          const [owner] = await db.rows<{ userId: number }>('verification-token-owner', VERIFICATION_OWNER_SQL, [hash], tx)
+          if (owner === undefined) return 'invalid'
+          await db.rows('verification-user-lock', VERIFICATION_LOCK_SQL, [owner.userId], tx)
+          const [used] = await db.rows<{ userId: number, email: string }>('verification-token-use', VERIFICATION_USE_SQL, [hash], tx)
+          if (used === undefined) return 'invalid'
+          let outcome: VerificationOutcome = 'invalid'
+          if ((await db.rows('verification-apply', VERIFICATION_APPLY_SQL, [used.userId, used.email], tx)).length === 1) outcome = 'verified'
+          else if ((await db.rows('verification-move', VERIFICATION_MOVE_SQL, [used.userId, used.email], tx)).length === 1) outcome = 'changed'
+          if (outcome !== 'invalid') await db.rows('verification-token-others', VERIFICATION_OTHERS_SQL, [used.userId], tx)
+          return outcome
+        })
+      } catch (error) {
+        if ((error as { cause?: { code?: unknown } }).cause?.code === UNIQUE_VIOLATION) return 'taken'
+        throw error
+      }
     },
 
     /**

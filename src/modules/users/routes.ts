@@ -66,7 +66,9 @@ export const userRoutes: FastifyPluginAsyncTypebox<UserRoutesOptions> = async (a
       operationId: 'updateUser',
       tags: ['users'],
       summary: 'Change your username, e-mail and/or password',
-      description: 'Changing the password needs `currentPassword` (a wrong one: 403 `WRONG_PASSWORD`); it ends every session, this one included, and starts a new one ' +
+      description: 'A new `email` does not change `email` yet: the answer has it in `pendingEmail`, a verification link goes to it and a notice to the current address; ' +
+        'following the link (`POST /api/auth/verify-email`) makes the change. An address another account has: 409 `CONFLICT`. The current address (in any case), or a new password, cancels a pending change. ' +
+        'Changing the password needs `currentPassword` (a wrong one: 403 `WRONG_PASSWORD`); it ends every session, this one included, and starts a new one ' +
         '(new tokens in the body, or new cookies when this request was authenticated by cookie). ' +
         'Limited per user (10 changes per 15 min) and, when a password is sent, per client (`RATE_LIMIT_AUTH_MAX`) and per account (`LOGIN_FAILURES_MAX`): 429.',
       security: sessionAuth,

@@ -32,7 +32,7 @@ export const passwordToCheck = (description: string) => Type.String({ minLength:
 
 export const UpdateUserBody = Type.Object({
   username: Type.Optional(Username),
-  email: Type.Optional(Email),
+  email: Type.Optional(Type.String({ format: 'email', minLength: 3, maxLength: 254, description: 'a new address takes effect when the link e-mailed to it is followed (`pendingEmail` until then); your current address cancels a pending change (so does a new password)' })),
   names: Type.Optional(Type.Union([Names, Type.Null()], { description: 'your display name; `null` removes it' })),
   password: Type.Optional(Password),
   currentPassword: Type.Optional(passwordToCheck('your current password: required with `password`, checked whenever sent'))
@@ -47,19 +47,21 @@ export const DeleteUserBody = Type.Object({
   password: passwordToCheck('your current password')
 }, { additionalProperties: false, examples: [{ password: 'wonderland!' }] })
 
-const userExample = { id: 1, username: 'alice', email: 'alice@example.com', names: 'Alice Liddell', emailVerifiedAt: '2026-11-23T20:05:00.000Z', createdAt: '2026-11-23T20:00:00.000Z', updatedAt: '2026-11-23T20:05:00.000Z' }
+const userExample = { id: 1, username: 'alice', email: 'alice@example.com', names: 'Alice Liddell', emailVerifiedAt: '2026-11-23T20:05:00.000Z', pendingEmail: null, createdAt: '2026-11-23T20:00:00.000Z', updatedAt: '2026-11-23T20:05:00.000Z' }
+const changingExample = { ...userExample, pendingEmail: 'alice@example.org', updatedAt: '2026-11-24T09:30:00.000Z' }
 
 export const User = Type.Object({
   id: Id,
   username: Type.String(),
   email: Type.String(),
   names: Type.Union([Type.String(), Type.Null()], { description: 'display name; null when none was given' }),
-  emailVerifiedAt: Type.Union([Timestamp, Type.Null()], { description: 'when the owner of `email` followed its verification link; null: not verified (a changed address starts unverified)' }),
+  emailVerifiedAt: Type.Union([Timestamp, Type.Null()], { description: 'when the owner of `email` followed its verification link; null: not verified (a registration\'s address starts unverified)' }),
+  pendingEmail: Type.Union([Type.String(), Type.Null()], { description: 'the address a change asked for, waiting for its verification link to be followed (then it becomes `email`, verified); null: no change pending' }),
   createdAt: Timestamp,
   updatedAt: Timestamp
 }, {
   description: 'A user; the password and its hash are never part of it',
-  examples: [userExample]
+  examples: [userExample, changingExample]
 })
 /** A user as it may leave the service (and as `request.currentUser` holds it). */
 export type PublicUser = Static<typeof User>
@@ -79,7 +81,7 @@ export const UpdatedUser = Type.Union([
   Type.Object({ user: User, ...TokenSession.properties }, { description: 'the password changed, token mode: a new session\'s tokens (earlier ones stop working)' }),
   Type.Object({ user: User, ...CookieSession.properties }, { description: 'the password changed, cookie mode: a new session in the cookies (`Set-Cookie`)' }),
   Type.Object({ user: User }, { description: 'no password change: the user alone' })
-], { description: 'The changed user, and a new session when the password changed', examples: [{ user: userExample }] })
+], { description: 'The changed user, and a new session when the password changed; a new `email` is in `pendingEmail` until confirmed', examples: [{ user: changingExample }] })
 
 const ResetEmail = Type.String({ format: 'email', minLength: 3, maxLength: 254, description: 'the e-mail address of the account' })
 
