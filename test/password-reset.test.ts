@@ -122,14 +122,15 @@ t.test('no enumeration: the same status and body for an unknown address, and a l
   // Alternating, so that the machine's load falls on both alike; medians, loosely bounded.
   // A loaded machine can still push one measure over: it is taken again, up to three times
   // (a real difference, work done for known addresses only, is over in every measure).
-  const users = await Promise.all(Array.from({ length: 3 }, async () => await registerAndLogin(app)))
+  // A fresh known address for every request, as the unknown ones are fresh: an address past
+  // its limit of e-mails is answered without writing to the outbox, known or not.
+  const users = await Promise.all(Array.from({ length: 36 }, async () => await registerAndLogin(app)))
   const median = (values: number[]) => values.sort((a, b) => a - b)[Math.floor(values.length / 2)]!
   const measure = async (round: number): Promise<[number, number]> => {
     const times: Record<'known' | 'unknown', number[]> = { known: [], unknown: [] }
     for (let i = 0; i < 24; i++) {
       const kind = i % 2 === 0 ? 'known' : 'unknown'
-      // A different address each time, under the per-address limit.
-      const email = kind === 'known' ? users[(round * 24 + i) % 3]!.email : `nobody-${round}-${i}-${Date.now()}@example.com`
+      const email = kind === 'known' ? users[round * 12 + i / 2]!.email : `nobody-${round}-${i}-${Date.now()}@example.com`
       const start = process.hrtime.bigint()
       const res = await requestReset(email)
       times[kind].push(Number(process.hrtime.bigint() - start) / 1e6)
