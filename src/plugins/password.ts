@@ -14,6 +14,7 @@ import { fileURLToPath } from 'node:url'
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
 import { Piscina } from 'piscina'
+import { BadRequest } from '../lib/problem.js'
 
 export interface PasswordHasher {
   hash: (password: string) => Promise<string>
@@ -38,6 +39,13 @@ declare module 'fastify' {
 }
 
 export const MAX_PASSWORD_BYTES = 72
+
+/** 400 for a password bcrypt would cut short (it reads the first MAX_PASSWORD_BYTES bytes). */
+export function checkPasswordBytes (password: string): void {
+  if (Buffer.byteLength(password, 'utf8') > MAX_PASSWORD_BYTES) {
+    throw new BadRequest(`The password is longer than ${MAX_PASSWORD_BYTES} bytes in UTF-8; bcrypt would ignore the rest`)
+  }
+}
 
 /** What the worker (src/plugins/password-worker.js) is asked to do. */
 export type PasswordTask =

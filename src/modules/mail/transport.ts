@@ -20,8 +20,6 @@ export interface Message {
 export interface MailTransport {
   send: (message: Message & { from: string, messageId: string, headers: Record<string, string> }) => Promise<void>
   close: () => void
-  /** True when messages go to files and the log (no SMTP_URL). */
-  local: boolean
 }
 
 /**
@@ -33,7 +31,6 @@ export const SMTP_TIMEOUTS = { connectionTimeout: 10_000, greetingTimeout: 10_00
 export function smtpTransport (url: string): MailTransport {
   const transporter = nodemailer.createTransport({ url, ...SMTP_TIMEOUTS })
   return {
-    local: false,
     async send (message) { await transporter.sendMail(message) },
     close () { transporter.close() }
   }
@@ -43,7 +40,6 @@ export function smtpTransport (url: string): MailTransport {
 export function localTransport (dir: string, log: FastifyBaseLogger): MailTransport {
   const transporter = nodemailer.createTransport({ streamTransport: true, buffer: true, newline: 'unix' })
   return {
-    local: true,
     async send (message) {
       const info = await transporter.sendMail(message)
       await mkdir(dir, { recursive: true })

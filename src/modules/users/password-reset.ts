@@ -16,10 +16,9 @@
 import createError from '@fastify/error'
 import type { FastifyInstance, FastifyReply } from 'fastify'
 import fp from 'fastify-plugin'
-import { BadRequest } from '../../lib/problem.js'
 import { budget, type AttemptStore } from '../../lib/attempts.js'
 import { escapeHtml, newLinkToken, tokenDigest } from '../../lib/link-token.js'
-import { MAX_PASSWORD_BYTES } from '../../plugins/password.js'
+import { checkPasswordBytes } from '../../plugins/password.js'
 import type { Mail } from '../mail/index.js'
 import type { UsersRepository } from './repository.js'
 
@@ -94,9 +93,7 @@ function passwordReset ({ users, mail, hash, publicUrl, ttlMs, store }: Dependen
 
     /** Sets the password of the token's user and ends their sessions; 400 RESET_TOKEN_INVALID for any token that is not live. */
     async confirm (token: string, password: string): Promise<void> {
-      if (Buffer.byteLength(password, 'utf8') > MAX_PASSWORD_BYTES) {
-        throw new BadRequest(`The password is longer than ${MAX_PASSWORD_BYTES} bytes in UTF-8; bcrypt would ignore the rest`)
-      }
+      checkPasswordBytes(password)
       const passwordHash = await hash(password)
       if (await users.resetPassword(tokenDigest(token), passwordHash) === null) throw new ResetTokenInvalid()
     }

@@ -9,7 +9,7 @@ import type { FastifyInstance, FastifyReply } from 'fastify'
 import fp from 'fastify-plugin'
 import { BadRequest, NotFound, Unauthorized } from '../../lib/problem.js'
 import type { PageOf, PageQueryInput } from '../../lib/schemas.js'
-import { MAX_PASSWORD_BYTES, type PasswordHasher } from '../../plugins/password.js'
+import { checkPasswordBytes, MAX_PASSWORD_BYTES, type PasswordHasher } from '../../plugins/password.js'
 import type { ProductImages, ProductsRepository } from '../products/index.js'
 import { accountKey, type AccountLimiter } from './account-limit.js'
 import type { EmailVerification } from './email-verification.js'
@@ -20,12 +20,6 @@ import type { PublicUser, RegisterInput, UpdateUserInput } from './schemas.js'
 const WrongPassword = createError('WRONG_PASSWORD', 'The current password is wrong', 403)
 /** Login with the right password to an account whose address is not verified, when REQUIRE_VERIFIED_EMAIL is on. */
 const EmailNotVerified = createError('EMAIL_NOT_VERIFIED', 'Verify your e-mail address first: follow the link of the verification e-mail', 403)
-
-function checkPasswordBytes (password: string): void {
-  if (Buffer.byteLength(password, 'utf8') > MAX_PASSWORD_BYTES) {
-    throw new BadRequest(`The password is longer than ${MAX_PASSWORD_BYTES} bytes in UTF-8; bcrypt would ignore the rest`)
-  }
-}
 
 interface UsersServiceDependencies {
   users: UsersRepository
