@@ -70,7 +70,8 @@ const modules = {
   health: [],
   mail: [],
   users: ['sessions', 'products', 'mail'],
-  auth: ['users', 'sessions'],
+  factors: ['users', 'sessions'],
+  auth: ['users', 'sessions', 'factors'],
   admin: ['users'],
   metrics: ['admin']
 }

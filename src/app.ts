@@ -13,9 +13,11 @@ import { requestIds } from './lib/request-id.js'
 import { parseTrustProxy } from './lib/trust-proxy.js'
 import { MemoryAttemptStore, type AttemptStore } from './lib/attempts.js'
 import { RedisAttemptStore } from './lib/redis-attempts.js'
+import { MemoryChallengeStore, RedisChallengeStore } from './lib/challenges.js'
 import { createAjv, createValidatorCompiler } from './lib/validation.js'
 import { adminApiKeyScheme, adminRoutes } from './modules/admin/index.js'
 import { authRoutes } from './modules/auth/index.js'
+import { factors, factorsRepository, securityRoutes, signInRoutes } from './modules/factors/index.js'
 import { healthRoutes } from './modules/health/index.js'
 import { mailSender, outbox } from './modules/mail/index.js'
 import { metricsRoutes } from './modules/metrics/index.js'
@@ -62,6 +64,8 @@ export interface Tuning {
   keyFailures?: { max?: number, timeWindow?: number }
   /** Rotated refresh tokens kept per session (src/modules/sessions/repository.ts). */
   refreshTokensKept?: number
+  /** The clock of TOTP codes, ms (src/modules/factors/service.ts). */
+  clock?: () => number
   /** The mail sender's poll interval and first retry's wait, ms, or no sending at all (src/modules/mail/sender.ts). */
   mail?: { pollMs?: number, retryBaseMs?: number, paused?: boolean }
 }
@@ -165,11 +169,25 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
   await app.register(usersService, { guesses, requireVerifiedEmail: config.auth.requireVerifiedEmail })
   await app.register(productsService)
   await app.register(passwordReset, { publicUrl: config.mail.publicUrl, ttlMs: durationMs(config.auth.passwordResetTtl), store: attemptStore('password-resets') })
+  // Second factors and passkeys; their challenges and second-step tickets are shared by the
+  // replicas through Redis when configured.
+  await app.register(factorsRepository)
+  await app.register(factors, {
+    rpId: config.auth.webauthnRpId,
+    rpName: config.auth.webauthnRpName,
+    origins: config.auth.webauthnOrigins,
+    recentSignInMaxAgeMs: config.auth.recentSignInMaxAgeMs,
+    store: app.redis === null ? new MemoryChallengeStore() : new RedisChallengeStore(app.redis),
+    guesses,
+    now: tuning.clock
+  })
 
   // One per-client budget for every request that costs a bcrypt computation.
   const authBudget = createAuthBudget({ ...config.limits, store: attemptStore('auth') })
   await app.register(healthRoutes, { prefix: '/health', readyTimeoutMs: tuning.readyTimeoutMs })
   await app.register(authRoutes, { ...config.auth, prefix: '/api/auth', authBudget, originCheck })
+  await app.register(signInRoutes, { ...config.auth, prefix: '/api/auth', authBudget, originCheck })
+  await app.register(securityRoutes, { prefix: '/api/security' })
   await app.register(userRoutes, { ...config.auth, prefix: '/api/user', authBudget, accountChanges: { ...tuning.accountChanges, store: attemptStore('account-changes') } })
   // The routing and context plugins only where they serve: the product routes (named-route
   // URLs for a product's imageUrl; CSV negotiation, conditional and ranged image reads, the

@@ -153,6 +153,23 @@ const auth = Type.Object({
     default: false,
     description: 'refuse login (403 `EMAIL_NOT_VERIFIED`, after the password is checked) until the user has followed the link of the verification e-mail sent at registration (a new address takes effect only once its own link is followed, so it is verified then); off: accounts work at once and `emailVerifiedAt` only tells'
   }),
+  webauthnRpId: Type.Optional(Type.String({
+    env: 'WEBAUTHN_RP_ID',
+    pattern: '^[a-z0-9.-]+$',
+    description: 'the WebAuthn relying party id passkeys are bound to: the site\'s host name (`example.com` serves `shop.example.com` too); unset: the host of `PUBLIC_URL`. Changing it later strands every registered passkey'
+  })),
+  webauthnRpName: Type.String({ env: 'WEBAUTHN_RP_NAME', default: 'User and product service', minLength: 1, maxLength: 100, description: 'the name browsers show when they ask to create or use a passkey' }),
+  webauthnOrigins: Type.String({
+    env: 'WEBAUTHN_ORIGINS',
+    default: '',
+    description: 'comma-separated origins whose pages may register and use passkeys (`https://shop.example.com`); unset: the origin of `PUBLIC_URL`. Each must be `https` (or `http` on localhost) on the RP id or a subdomain of it, or the service does not start'
+  }),
+  recentSignInMaxAge: Type.String({
+    env: 'RECENT_SIGN_IN_MAX_AGE',
+    default: '0',
+    pattern: DURATION,
+    description: 'a duration (`15m`): changes of the password, the e-mail address, the second factors and passkeys, and deleting the account then need a session signed in at most this long ago, with the second factor when the account has one (403 `RECENT_SIGN_IN_REQUIRED`: log in again); `0`: no such requirement'
+  }),
   bcryptCost: Type.Integer({ env: 'BCRYPT_COST', default: 10, minimum: 4, maximum: 15, description: 'bcrypt cost; each +1 doubles the hashing time' }),
   adminApiKeys: Type.String({
     env: 'ADMIN_API_KEYS',
@@ -294,7 +311,7 @@ type Settings = Static<typeof EnvSchema>
 
 export type ServerSettings = Settings['server']
 export type DatabaseSettings = Settings['database']
-export interface AuthSettings extends Omit<Settings['auth'], 'secret' | 'corsOrigins'> {
+export interface AuthSettings extends Omit<Settings['auth'], 'secret' | 'corsOrigins' | 'webauthnRpId' | 'webauthnOrigins'> {
   /** The signing secret: configured, or (development, test) generated. */
   secret: string
   /** True when the secret was generated rather than configured. */
@@ -303,6 +320,12 @@ export interface AuthSettings extends Omit<Settings['auth'], 'secret' | 'corsOri
   refreshTokenTtlMs: number
   /** The parsed CORS_ORIGINS, e.g. `https://app.example.com` (no trailing slash). */
   corsOrigins: string[]
+  /** WEBAUTHN_RP_ID, or PUBLIC_URL's host. */
+  webauthnRpId: string
+  /** WEBAUTHN_ORIGINS, or PUBLIC_URL's origin. */
+  webauthnOrigins: string[]
+  /** RECENT_SIGN_IN_MAX_AGE in ms; 0 = off. */
+  recentSignInMaxAgeMs: number
 }
 export type LimitsSettings = Settings['limits']
 export type RedisSettings = Settings['redis']
@@ -522,7 +545,7 @@ export function loadConfig (data: Record<string, string | undefined> = process.e
   const publicUrl = (read.mail.publicUrl ?? `http://localhost:${read.server.port}`).replace(/\/+$/, '')
   return {
     ...read,
-    auth: { ...read.auth, ...session, secret, secretGenerated: read.auth.secret === undefined },
+    auth: { ...read.auth, ...session, ...webauthnSettings(read.auth, publicUrl), secret, secretGenerated: read.auth.secret === undefined, recentSignInMaxAgeMs: durationMs(read.auth.recentSignInMaxAge) },
     mail: { ...read.mail, publicUrl },
     retired: Object.keys(RETIRED).filter((name) => variables[name] !== undefined && variables[name] !== '')
   }
@@ -566,6 +589,38 @@ function sessionSettings (auth: Settings['auth'], originsVariable: string): Pick
     }
   }
   return { refreshTokenTtlMs, corsOrigins: origins }
+}
+
+/**
+ * The WebAuthn relying party: its id and the origins whose pages use it, when set, checked
+ * together as browsers would: an origin must be a secure context (https, or http on localhost) whose host
+ * is the RP id or a subdomain of it, else no browser would ever produce a passkey for it.
+ */
+function webauthnSettings (auth: Settings['auth'], publicUrl: string): Pick<AuthSettings, 'webauthnRpId' | 'webauthnOrigins'> {
+  const rpId = auth.webauthnRpId ?? new URL(publicUrl).hostname
+  const listed = auth.webauthnOrigins.split(',').map((o) => o.trim()).filter((o) => o !== '')
+  // Unset, both follow PUBLIC_URL as it is (one on an IP address or plain HTTP simply gets no
+  // working passkeys); what is set on purpose must work.
+  if (auth.webauthnRpId === undefined && listed.length === 0) return { webauthnRpId: rpId, webauthnOrigins: [new URL(publicUrl).origin] }
+  if (/^[0-9.]+$/.test(rpId) || rpId.startsWith('[')) {
+    throw new ConfigError(`Invalid configuration: the WebAuthn RP id ${JSON.stringify(rpId)} (WEBAUTHN_RP_ID, or the host of PUBLIC_URL) is an IP address, which browsers refuse: use a host name (localhost in development)`)
+  }
+  const origins = listed.length > 0 ? listed : [new URL(publicUrl).origin]
+  for (const origin of origins) {
+    let parsed: URL | undefined
+    try { parsed = new URL(origin) } catch {}
+    if (parsed === undefined || parsed.origin !== origin) {
+      throw new ConfigError(`Invalid configuration: WEBAUTHN_ORIGINS: ${JSON.stringify(origin)} is not an origin like https://shop.example.com`)
+    }
+    const local = parsed.hostname === 'localhost' || parsed.hostname.endsWith('.localhost')
+    if (parsed.protocol !== 'https:' && !(parsed.protocol === 'http:' && local)) {
+      throw new ConfigError(`Invalid configuration: WebAuthn origin ${origin} is not https: browsers offer passkeys to secure origins only (http only on localhost)`)
+    }
+    if (parsed.hostname !== rpId && !parsed.hostname.endsWith(`.${rpId}`)) {
+      throw new ConfigError(`Invalid configuration: WebAuthn origin ${origin} is not on the RP id ${rpId} or a subdomain of it (WEBAUTHN_RP_ID, WEBAUTHN_ORIGINS, PUBLIC_URL): browsers would refuse every passkey there`)
+    }
+  }
+  return { webauthnRpId: rpId, webauthnOrigins: origins }
 }
 
 /** The database URL the configuration names, or undefined when the embedded database should run. */

@@ -4,6 +4,7 @@
  * and the key-auth hook is encapsulated in this plugin: no other route is affected.
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { NotFound } from '../../lib/problem.js'
 import { empty, json, problems } from '../../lib/responses.js'
 import { IdParams, Page, PageQuery } from '../../lib/schemas.js'
 import keyAuth from '@user-product-service/key-auth'
@@ -47,6 +48,25 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
     }
   }, async (request, reply) => {
     await users.delete(request.params.id)
+    return reply.code(204).send(null)
+  })
+
+  app.delete('/users/:id/factors', {
+    schema: {
+      operationId: 'adminResetFactors',
+      tags: ['admin'],
+      summary: 'Remove a user\'s second factors and passkeys (they lost them); logged',
+      description: 'TOTP, recovery codes and passkeys all go: the next login asks for the password only. Each reset is logged (`factors reset`, with the user id and the key\'s label). ' +
+        'Confirm who is asking before you do this: it is what an attacker who has the password wants. 404 when the user does not exist.',
+      security: adminApiKey,
+      params: IdParams,
+      response: { 204: empty('the factors are removed'), ...problems(400, 401, 404, 429) }
+    }
+  }, async (request, reply) => {
+    const { id } = request.params
+    if (await app.usersRepository.findCredentialsById(id) === null) throw new NotFound(`User ${id} does not exist`)
+    const removed = await app.factors.reset(id)
+    request.log.warn({ event: 'factors-reset', userId: id, removed }, 'factors reset')
     return reply.code(204).send(null)
   })
 

@@ -11,6 +11,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { OriginCheck } from '../../lib/csrf.js'
 import { BadRequest } from '../../lib/problem.js'
 import { empty, header, HEADERS, json, problems, sessionAuth } from '../../lib/responses.js'
+import { SecondStep } from '../factors/index.js'
 import { deliverSession, RefreshBody, SessionResult } from '../sessions/index.js'
 import { PasswordResetAccepted, PasswordResetBody, PasswordResetConfirmBody, registrationRoute, VerificationQueued, VerifyEmailBody, type AuthBudget } from '../users/index.js'
 import { LoginBody, LogoutBody } from './schemas.js'
@@ -119,12 +120,14 @@ export const authRoutes: FastifyPluginAsyncTypebox<AuthRoutesOptions> = async (a
         summary: 'Log in with username (or e-mail) and password; starts a session',
         description: 'JSON or an HTML form (`application/x-www-form-urlencoded`). Token mode (JSON\'s default) returns the access and refresh tokens; ' +
           'cookie mode (forms\' default, or `"mode": "cookie"`) sets them as HttpOnly cookies instead; with `redirect` (a path of this service) it answers 303 to that path. ' +
+          'An account with a second factor (TOTP) answers 202 with the `mfaToken` of a second step instead, and no session: complete it with `POST /api/auth/mfa/totp` or `/api/auth/mfa/passkey` (from the web app\'s script or an API client: a form posted with scripts off cannot). ' +
           'A wrong password is 401 whatever the body type. A browser request from another origin is refused (403 `CSRF_REJECTED`). ' +
           'Cookie mode over plain HTTP to a host that is not loopback, with `COOKIE_SECURE=true`, is 400 `INSECURE_COOKIE_CONTEXT`: browsers would drop the Secure cookies.',
         consumes: [JSON_TYPE, FORM],
         body: LoginBody,
         response: {
           200: json(SessionResult, { headers: { ...HEADERS.setCookie, ...HEADERS.noStore } }),
+          202: json(SecondStep, { headers: HEADERS.noStore }),
           303: empty('cookie mode with `redirect`: the cookies are set, `Location` is that path, and there is no body', { Location: header('the `redirect` path'), ...HEADERS.setCookie, ...HEADERS.noStore }),
           ...problems(400, 401, 403, 413, 415, 429)
         }
@@ -142,6 +145,9 @@ export const authRoutes: FastifyPluginAsyncTypebox<AuthRoutesOptions> = async (a
       // Before the password is checked: whatever it is, the browser would not keep the session.
       if (mode === 'cookie') app.sessionCookies.assertBrowserKeeps(request)
       const account = await app.users.login(login, password, reply)
+      // An account with a second factor gets no session yet: the ticket of the second step.
+      const secondStep = await app.factors.secondStep(account, mode)
+      if (secondStep !== null) return await reply.code(202).header('cache-control', 'no-store').send(secondStep)
       const issued = await app.sessions.start(account)
       const session = deliverSession(reply, app.sessionCookies, issued, mode, options.accessTokenTtl)
       if (redirect === undefined) return session

@@ -57,7 +57,7 @@ const CREATE_SQL = `WITH kept AS (
      WHERE s.user_id = $2 AND s.expires_at > now() AND s.revoked_at IS NULL AND s.token_version = u.token_version
      ORDER BY s.expires_at DESC, s.created_at DESC LIMIT $6::int - 1
   ), ended AS (DELETE FROM sessions WHERE user_id = $2 AND id NOT IN (SELECT id FROM kept)),
-  session AS (INSERT INTO sessions (id, user_id, token_version, expires_at) VALUES ($1, $2, $3, $5))
+  session AS (INSERT INTO sessions (id, user_id, token_version, expires_at, methods) VALUES ($1, $2, $3, $5, $7))
   INSERT INTO refresh_tokens (hash, session_id, expires_at) VALUES ($4, $1, $5)`
 
 const ROTATE_SQL = `WITH old AS (
@@ -94,15 +94,16 @@ export function sessionsRepository (prisma: PrismaClient, limits: SessionLimits)
   const refreshTokensKept = limits.refreshTokensKept ?? REFRESH_TOKENS_KEPT
   return {
     /**
-     * Starts a session for the user with its first refresh token (by digest); returns the
+     * Starts a session for the user with its first refresh token (by digest), recording how
+     * it was signed in (`methods`: src/modules/factors/); returns the
      * session id, or undefined when the user no longer exists. Past `sessionsMaxPerUser` live
      * sessions, the least recently used one ends.
      */
-    async create (user: { id: number, tokenVersion: number }, refreshHash: Buffer, expiresAt: Date): Promise<string | undefined> {
+    async create (user: { id: number, tokenVersion: number }, refreshHash: Buffer, expiresAt: Date, methods: string[]): Promise<string | undefined> {
       const id = randomUUID()
       // A user deleted since their password was checked gets no session (not a foreign-key error, a 500).
       const created = await db.forUser('session-create', user.id, async (tx) => {
-        await db.rows('session-create', CREATE_SQL, [id, user.id, user.tokenVersion, refreshHash, expiresAt, sessionsMaxPerUser], tx)
+        await db.rows('session-create', CREATE_SQL, [id, user.id, user.tokenVersion, refreshHash, expiresAt, sessionsMaxPerUser, methods], tx)
         return id
       })
       return created ?? undefined

@@ -10,6 +10,9 @@ import { InvalidRefreshToken, RefreshTokenReused, RefreshTooSoon } from './error
 import type { SessionsRepository } from './repository.js'
 import { hashRefreshToken, isRefreshTokenShaped, newRefreshToken } from './tokens.js'
 
+/** How a session was signed in; a session records every method its sign-in used. */
+export type SignInMethod = 'password' | 'totp' | 'recovery-code' | 'passkey'
+
 export interface IssuedSession {
   sessionId: string
   userId: number
@@ -44,11 +47,11 @@ export function sessionsService (options: SessionsServiceDependencies) {
   }
 
   return {
-    /** A new session for a user whose password was just checked. */
-    async start (user: { id: number, tokenVersion: number }): Promise<IssuedSession> {
+    /** A new session for a user who has just signed in with `methods`. */
+    async start (user: { id: number, tokenVersion: number }, methods: SignInMethod[] = ['password']): Promise<IssuedSession> {
       const refresh = newRefreshToken()
       const expiresAt = new Date(Date.now() + options.refreshTtlMs)
-      const sessionId = await sessions.create(user, refresh.hash, expiresAt)
+      const sessionId = await sessions.create(user, refresh.hash, expiresAt, methods)
       // The account was deleted while its password was being checked.
       if (sessionId === undefined) throw new Unauthorized('The user no longer exists')
       return await issue(sessionId, user, refresh, expiresAt)

@@ -1,5 +1,5 @@
 /** The users module as the app and other modules use it: import nothing else of it (lint: docs/architecture.md). */
-export { accountLimiter } from './account-limit.js'
+export { accountLimiter, type AccountLimiter } from './account-limit.js'
 export { authBudget, type AuthBudget } from './budget.js'
 export { registrationRoute } from './registration.js'
 export { default as usersRepository } from './repository.js'

@@ -79,6 +79,7 @@ export const userRoutes: FastifyPluginAsyncTypebox<UserRoutesOptions> = async (a
   }, async (request, reply) => {
     const { id } = ownRecord(request, request.params.id)
     users.validateUpdate(request.body)
+    if (request.body.password !== undefined || request.body.email !== undefined) await app.factors.requireRecentSignIn(request.sessionId!)
     await changes.spend(`user:${id}`, reply)
     if (request.body.currentPassword !== undefined) {
       await options.authBudget(request, reply)
@@ -86,7 +87,8 @@ export const userRoutes: FastifyPluginAsyncTypebox<UserRoutesOptions> = async (a
     }
     const { user, tokenVersion } = await users.update(id, request.body)
     if (tokenVersion === undefined) return { user }
-    const issued = await app.sessions.start({ id, tokenVersion })
+    // The new session was signed in as this one was.
+    const issued = await app.sessions.start({ id, tokenVersion }, await app.factors.sessionMethods(request.sessionId!))
     const mode = request.authenticatedBy === 'cookie' ? 'cookie' : 'token'
     return { user, ...deliverSession(reply, app.sessionCookies, issued, mode, options.accessTokenTtl) }
   })
@@ -106,6 +108,7 @@ export const userRoutes: FastifyPluginAsyncTypebox<UserRoutesOptions> = async (a
     }
   }, async (request, reply) => {
     const { id } = ownRecord(request, request.params.id)
+    await app.factors.requireRecentSignIn(request.sessionId!)
     await changes.spend(`user:${id}`, reply)
     await options.authBudget(request, reply)
     await users.deleteOwn(id, request.body.password, reply)

@@ -1,0 +1,122 @@
+/** Schemas of the second factors, passkeys and their sign-in routes. */
+import { Type } from 'typebox'
+import { Timestamp } from '../../lib/schemas.js'
+import { SessionMode } from '../sessions/index.js'
+
+const B64URL = { pattern: '^[A-Za-z0-9_-]*$' }
+const base64url = (description: string, maxLength: number) => Type.String({ ...B64URL, minLength: 1, maxLength, description })
+
+const MfaToken = Type.String({ pattern: '^[A-Za-z0-9_-]{43}$', description: 'the `mfaToken` login answered 202 with' })
+export const TotpCode = Type.String({ pattern: '^[0-9]{6}$', description: 'the 6-digit code the authenticator app shows now' })
+const RecoveryCodeInput = Type.String({ minLength: 16, maxLength: 40, description: 'one of your recovery codes (`abcd-efgh-ijkl-mnop`; case, spaces and hyphens do not matter); each works once' })
+const Method = Type.Union([Type.Literal('password'), Type.Literal('totp'), Type.Literal('recovery-code'), Type.Literal('passkey')])
+const Attachment = Type.Union([Type.Literal('platform'), Type.Literal('cross-platform')])
+const Transports = Type.Array(Type.String({ maxLength: 32 }), { maxItems: 10 })
+
+export const SecondStep = Type.Object({
+  mfaToken: Type.String({ description: 'completes the sign-in with `POST /api/auth/mfa/totp` or `/api/auth/mfa/passkey`; works once, for `expiresIn` seconds' }),
+  methods: Type.Array(Type.Union([Type.Literal('totp'), Type.Literal('recoveryCode'), Type.Literal('passkey')]), { description: 'what completes it: `passkey` when the user has one' }),
+  expiresIn: Type.Integer({ description: 'seconds' })
+}, { description: 'The password was right and the account has a second factor: no session yet', examples: [{ mfaToken: 'Jw3q0pX4m2yZk8rT1sW6nB9cD5fG7hJ0lK2aE4uI6oY', methods: ['totp', 'recoveryCode', 'passkey'], expiresIn: 300 }] })
+
+export const CodeStepBody = Type.Object({
+  mfaToken: MfaToken,
+  code: Type.Optional(TotpCode),
+  recoveryCode: Type.Optional(RecoveryCodeInput)
+}, { additionalProperties: false, description: 'exactly one of `code` and `recoveryCode`', examples: [{ mfaToken: 'Jw3q0pX4m2yZk8rT1sW6nB9cD5fG7hJ0lK2aE4uI6oY', code: '123456' }] })
+
+export const MfaTokenBody = Type.Object({ mfaToken: MfaToken }, { additionalProperties: false })
+
+/** What `navigator.credentials.get()` answers, as JSON (`PublicKeyCredential.toJSON()`, @simplewebauthn/browser). */
+export const AuthenticationResponse = Type.Object({
+  id: base64url('the credential id', 1400),
+  rawId: base64url('the credential id', 1400),
+  type: Type.Literal('public-key'),
+  response: Type.Object({
+    clientDataJSON: base64url('client data', 8192),
+    authenticatorData: base64url('authenticator data', 8192),
+    signature: base64url('signature', 4096),
+    userHandle: Type.Optional(Type.String({ ...B64URL, maxLength: 128 }))
+  }),
+  clientExtensionResults: Type.Object({}, { additionalProperties: true }),
+  authenticatorAttachment: Type.Optional(Attachment)
+}, { description: 'the assertion, as PublicKeyCredential.toJSON() gives it' })
+
+/** What `navigator.credentials.create()` answers, as JSON. */
+export const RegistrationResponse = Type.Object({
+  id: base64url('the credential id', 1400),
+  rawId: base64url('the credential id', 1400),
+  type: Type.Literal('public-key'),
+  response: Type.Object({
+    clientDataJSON: base64url('client data', 8192),
+    attestationObject: base64url('attestation object', 65536),
+    authenticatorData: Type.Optional(Type.String({ ...B64URL, maxLength: 65536 })),
+    transports: Type.Optional(Transports),
+    publicKeyAlgorithm: Type.Optional(Type.Integer()),
+    publicKey: Type.Optional(Type.String({ ...B64URL, maxLength: 8192 }))
+  }),
+  clientExtensionResults: Type.Object({}, { additionalProperties: true }),
+  authenticatorAttachment: Type.Optional(Attachment)
+}, { description: 'the new credential, as PublicKeyCredential.toJSON() gives it' })
+
+export const PasskeyStepBody = Type.Object({ mfaToken: MfaToken, response: AuthenticationResponse }, { additionalProperties: false })
+export const PasskeySignInBody = Type.Object({ response: AuthenticationResponse, mode: Type.Optional(SessionMode) }, { additionalProperties: false })
+
+const Descriptor = Type.Object({ id: Type.String(), type: Type.Literal('public-key'), transports: Type.Optional(Transports) })
+
+export const RequestOptions = Type.Object({
+  challenge: Type.String(),
+  rpId: Type.String(),
+  timeout: Type.Integer(),
+  userVerification: Type.String(),
+  allowCredentials: Type.Optional(Type.Array(Descriptor))
+}, { description: 'PublicKeyCredentialRequestOptionsJSON: give it to `navigator.credentials.get()` (PublicKeyCredential.parseRequestOptionsFromJSON, or @simplewebauthn/browser\'s startAuthentication)' })
+
+export const CreationOptions = Type.Object({
+  challenge: Type.String(),
+  rp: Type.Object({ name: Type.String(), id: Type.String() }),
+  user: Type.Object({ id: Type.String(), name: Type.String(), displayName: Type.String() }),
+  pubKeyCredParams: Type.Array(Type.Object({ alg: Type.Integer(), type: Type.Literal('public-key') })),
+  timeout: Type.Integer(),
+  attestation: Type.String(),
+  excludeCredentials: Type.Array(Descriptor),
+  authenticatorSelection: Type.Object({ residentKey: Type.String(), userVerification: Type.String(), requireResidentKey: Type.Boolean() }),
+  extensions: Type.Object({ credProps: Type.Boolean() }),
+  hints: Type.Array(Type.String())
+}, { description: 'PublicKeyCredentialCreationOptionsJSON: give it to `navigator.credentials.create()` (PublicKeyCredential.parseCreationOptionsFromJSON, or @simplewebauthn/browser\'s startRegistration)' })
+
+const PasskeyName = Type.String({ minLength: 1, maxLength: 100, description: 'a name to tell your passkeys apart (`Work laptop`)' })
+
+export const Passkey = Type.Object({
+  id: Type.String({ description: 'the credential id (base64url)' }),
+  name: PasskeyName,
+  createdAt: Timestamp,
+  lastUsedAt: Type.Union([Timestamp, Type.Null()]),
+  backedUp: Type.Boolean({ description: 'synced by its provider (a multi-device passkey)' })
+})
+
+export const RegisterPasskeyBody = Type.Object({ response: RegistrationResponse, name: Type.Optional(PasskeyName) }, { additionalProperties: false })
+export const RenamePasskeyBody = Type.Object({ name: PasskeyName }, { additionalProperties: false })
+export const PasskeyParams = Type.Object({ id: Type.String({ ...B64URL, minLength: 1, maxLength: 1400 }) }, { additionalProperties: false })
+
+export const Security = Type.Object({
+  totp: Type.Object({ enabled: Type.Boolean(), enabledAt: Type.Union([Timestamp, Type.Null()]) }),
+  recoveryCodesLeft: Type.Integer(),
+  passkeys: Type.Array(Passkey),
+  session: Type.Object({ methods: Type.Array(Method, { description: 'how this session was signed in' }), signedInAt: Timestamp })
+})
+
+export const TotpEnrolment = Type.Object({
+  secret: Type.String({ description: 'the secret in base32, to type into an authenticator app by hand; shown this once' }),
+  uri: Type.String({ description: 'the `otpauth://totp/...` URI authenticator apps read' }),
+  qrCode: Type.String({ description: 'the URI as a QR code: an SVG image as a `data:` URL' })
+})
+
+export const ConfirmTotpBody = Type.Object({ code: TotpCode }, { additionalProperties: false })
+export const DisableTotpBody = Type.Object({
+  password: Type.Optional(Type.String({ minLength: 1, maxLength: 1024 })),
+  code: Type.Optional(TotpCode)
+}, { additionalProperties: false, description: 'exactly one of `password` and `code`' })
+export const RecoveryCodes = Type.Object({
+  recoveryCodes: Type.Array(Type.String(), { description: 'ten single-use codes for when the authenticator is lost; shown this once: keep them safe' })
+})

@@ -1,0 +1,380 @@
+/**
+ * Second factors and passkeys, decorated as `app.factors` (docs/api.md, "Second factors and
+ * passkeys"):
+ *
+ * - TOTP: enrolment keeps a pending secret until a first valid code turns it on, with ten
+ *   recovery codes shown once. With TOTP on, a right password no longer signs in: login
+ *   answers a *ticket* (`mfaToken`, 5 min) for the second step, which a TOTP code, a recovery
+ *   code or one of the user's passkeys completes. Wrong codes are taken from the account's
+ *   budget of guesses (login's), so a code cannot be brute-forced through many tickets.
+ * - Passkeys (WebAuthn, @simplewebauthn/server): registered while signed in; used alone
+ *   (discoverable credentials: no name typed; user verification required), or in the
+ *   second step. Challenges and tickets live in the ChallengeStore (Redis when configured:
+ *   a challenge issued by one replica is verified by another), are single use (taken, not
+ *   read) and expire.
+ * - Sessions record how they were signed in (`methods`); with RECENT_SIGN_IN_MAX_AGE set,
+ *   sensitive changes need a session of at most that age that used the account's second
+ *   factor, if it has one (`requireRecentSignIn`).
+ */
+import { createHash, randomBytes } from 'node:crypto'
+import createError from '@fastify/error'
+import {
+  generateAuthenticationOptions,
+  generateRegistrationOptions,
+  verifyAuthenticationResponse,
+  verifyRegistrationResponse,
+  type AuthenticationResponseJSON,
+  type AuthenticatorTransport,
+  type PublicKeyCredentialCreationOptionsJSON,
+  type PublicKeyCredentialRequestOptionsJSON,
+  type RegistrationResponseJSON
+} from '@simplewebauthn/server'
+import type { FastifyReply } from 'fastify'
+import type { ChallengeStore } from '../../lib/challenges.js'
+import { BadRequest, NotFound, ServiceUnavailable, Unauthorized } from '../../lib/problem.js'
+import type { SessionModeValue, SignInMethod } from '../sessions/index.js'
+import type { AccountLimiter } from '../users/index.js'
+import type { FactorsRepository, PasskeyRow } from './repository.js'
+import { codeStep, enrolment, newRecoveryCodes, newTotpSecret, recoveryDigest } from './totp.js'
+
+const TotpEnabled = createError('TOTP_ENABLED', 'TOTP is on already: turn it off first to enrol a new authenticator', 409)
+const TotpNotPending = createError('TOTP_NOT_PENDING', 'No TOTP enrolment is pending: start one first (POST /api/security/totp)', 409)
+const TotpNotEnabled = createError('TOTP_NOT_ENABLED', 'TOTP is off', 409)
+const TotpCodeInvalid = createError('TOTP_CODE_INVALID', 'The code is wrong or expired: use the code your app shows now', 400)
+const MfaTokenInvalid = createError('MFA_TOKEN_INVALID', 'The second step has expired or was completed already: log in again', 401)
+const MfaCodeInvalid = createError('MFA_CODE_INVALID', 'The code is wrong, expired or used already', 401)
+const PasskeyRefused = createError('PASSKEY_REFUSED', 'The passkey was refused: %s', 401)
+const PasskeyNotRegistered = createError('PASSKEY_NOT_REGISTERED', 'The passkey could not be registered: %s', 400)
+const RecentSignInRequired = createError('RECENT_SIGN_IN_REQUIRED', '%s', 403)
+
+/** How long a login's second step (its ticket) and a WebAuthn challenge last, ms. */
+export const SECOND_STEP_TTL_MS = 300_000
+export const CHALLENGE_TTL_MS = 300_000
+
+export interface Passkey { id: string, name: string, createdAt: Date, lastUsedAt: Date | null, backedUp: boolean }
+
+/** A signed-in account, to start a session for, and the methods its sign-in used. */
+export interface SignIn { account: { id: number, tokenVersion: number }, methods: SignInMethod[], mode: SessionModeValue }
+
+interface Ticket { u: number, v: number, m: SessionModeValue }
+interface Challenge { purpose: 'register' | 'sign-in' | 'second-step', userId?: number, ticket?: string }
+
+export interface FactorsOptions {
+  /** WEBAUTHN_RP_ID, WEBAUTHN_RP_NAME, WEBAUTHN_ORIGINS. */
+  rpId: string
+  rpName: string
+  origins: string[]
+  /** RECENT_SIGN_IN_MAX_AGE in ms; 0 = off. */
+  recentSignInMaxAgeMs: number
+  /** Tickets and challenges. */
+  store: ChallengeStore
+  /** The clock of TOTP (tests set it). */
+  now?: () => number
+}
+
+interface Dependencies extends FactorsOptions {
+  factors: FactorsRepository
+  /** The account's budget of guesses (login's), by user id: reserve before a check, release when right. */
+  guesses: AccountLimiter
+  /** The current password check (app.users.checkCurrentPassword). */
+  checkPassword: (userId: number, password: string, reply: FastifyReply) => Promise<void>
+  /** The token version of a user, or null when there is no such user. */
+  tokenVersion: (userId: number) => Promise<number | null>
+}
+
+const digest = (value: string): string => createHash('sha256').update(value).digest('base64url')
+const publicPasskey = ({ id, name, createdAt, lastUsedAt, backedUp }: PasskeyRow): Passkey => ({ id, name, createdAt, lastUsedAt, backedUp })
+
+/** The WebAuthn user handle of a user: stable, opaque, not their id. */
+function userHandle (userId: number): Uint8Array<ArrayBuffer> {
+  return new Uint8Array(createHash('sha256').update(`user-product-service:user:${userId}`).digest().subarray(0, 16))
+}
+
+/** The challenge a response's client data names, before anything else is believed of it. */
+function challengeOf (response: { response: { clientDataJSON: string } }): string {
+  try {
+    const data = JSON.parse(Buffer.from(response.response.clientDataJSON, 'base64url').toString('utf8')) as { challenge?: unknown }
+    if (typeof data.challenge === 'string' && data.challenge.length > 0 && data.challenge.length <= 128) return data.challenge
+  } catch {}
+  throw new BadRequest('`response.response.clientDataJSON` is not the client data of a WebAuthn ceremony')
+}
+
+export function factorsService (deps: Dependencies) {
+  const { factors, store, rpId, rpName, origins, guesses } = deps
+  const now = deps.now ?? Date.now
+
+  /** A store failure (Redis down) is a 503, never a 500 or a pass. */
+  async function stored<T> (operation: Promise<T>): Promise<T> {
+    try {
+      return await operation
+    } catch (error) {
+      throw new ServiceUnavailable('The challenge store is unavailable; retry later')
+    }
+  }
+
+  /** A new challenge's bytes (for the options) once it is stored under its base64url (what the client data names). */
+  async function newChallenge (challenge: Challenge): Promise<Uint8Array<ArrayBuffer>> {
+    const bytes = new Uint8Array(randomBytes(32))
+    await stored(store.put(`webauthn:${Buffer.from(bytes).toString('base64url')}`, JSON.stringify(challenge), CHALLENGE_TTL_MS))
+    return bytes
+  }
+
+  /** The stored challenge a response answers, taken (single use), or the refusal. */
+  async function takeChallenge (response: { response: { clientDataJSON: string } }, purpose: Challenge['purpose']): Promise<{ value: string, challenge: Challenge }> {
+    const value = challengeOf(response)
+    const raw = await stored(store.take(`webauthn:${value}`))
+    const challenge = raw === null ? null : JSON.parse(raw) as Challenge
+    if (challenge?.purpose !== purpose) throw new PasskeyRefused('its challenge is unknown, used or expired: start again')
+    return { value, challenge }
+  }
+
+  async function readTicket (token: string): Promise<Ticket> {
+    const raw = await stored(store.peek(`mfa:${digest(token)}`))
+    if (raw === null) throw new MfaTokenInvalid()
+    return JSON.parse(raw) as Ticket
+  }
+
+  /** The ticket taken once its factor is checked: of two completions, one signs in. */
+  async function finish (token: string, ticket: Ticket, method: SignInMethod): Promise<SignIn> {
+    if (await stored(store.take(`mfa:${digest(token)}`)) === null) throw new MfaTokenInvalid()
+    return { account: { id: ticket.u, tokenVersion: ticket.v }, methods: ['password', method], mode: ticket.m }
+  }
+
+  /** Verifies an assertion against the stored passkey and moves its counter on. */
+  async function assertPasskey (response: AuthenticationResponseJSON, expectedChallenge: string, passkey: PasskeyRow | null, requireUserVerification: boolean): Promise<PasskeyRow> {
+    if (passkey === null) throw new PasskeyRefused('it is not registered here (deleted, or never added)')
+    let verified
+    try {
+      verified = await verifyAuthenticationResponse({
+        response,
+        expectedChallenge,
+        expectedOrigin: origins,
+        expectedRPID: rpId,
+        credential: { id: passkey.id, publicKey: new Uint8Array(passkey.publicKey), counter: passkey.counter, transports: passkey.transports as AuthenticatorTransport[] },
+        requireUserVerification
+      })
+    } catch (error) {
+      throw new PasskeyRefused((error as Error).message)
+    }
+    if (!verified.verified) throw new PasskeyRefused('its signature does not verify')
+    if (!await factors.usePasskey(passkey.id, verified.authenticationInfo.newCounter)) {
+      throw new PasskeyRefused('its signature counter did not go up: a copy of the authenticator, or the same assertion twice')
+    }
+    return passkey
+  }
+
+  return {
+    /** What the security settings page shows. */
+    async overview (userId: number, sessionId: string) {
+      const [state, passkeys, session] = await Promise.all([factors.state(userId), factors.passkeys(userId), factors.sessionStrength(sessionId)])
+      return {
+        totp: { enabled: state.totpEnabledAt !== null, enabledAt: state.totpEnabledAt },
+        recoveryCodesLeft: state.recoveryCodesLeft,
+        passkeys: passkeys.map(publicPasskey),
+        session: { methods: session?.methods ?? ['password'], signedInAt: session?.signedInAt ?? new Date(0) }
+      }
+    },
+
+    /** Starts (or restarts) a TOTP enrolment: the secret is shown here only. */
+    async startTotp (user: { id: number, username: string }) {
+      const secret = newTotpSecret()
+      if (!await factors.startTotp(user.id, secret)) throw new TotpEnabled()
+      return await enrolment(secret, user.username)
+    },
+
+    /** Turns the pending TOTP on with its first code; the recovery codes are shown here only. */
+    async confirmTotp (userId: number, code: string): Promise<{ recoveryCodes: string[] }> {
+      const secret = await factors.totpSecret(userId, false)
+      if (secret === null) throw new TotpNotPending()
+      const step = codeStep(secret, code, now())
+      if (step === null) throw new TotpCodeInvalid()
+      const { codes, digests } = newRecoveryCodes()
+      if (!await factors.enableTotp(userId, secret, step, digests)) throw new TotpNotPending()
+      return { recoveryCodes: codes }
+    },
+
+    /** Turns TOTP off after the password or a current code. */
+    async disableTotp (userId: number, proof: { password?: string, code?: string }, reply: FastifyReply): Promise<void> {
+      if ((proof.password === undefined) === (proof.code === undefined)) throw new BadRequest('Send exactly one of `password` and `code`')
+      if (proof.password !== undefined) {
+        await deps.checkPassword(userId, proof.password, reply)
+      } else {
+        const secret = await factors.totpSecret(userId, true)
+        if (secret === null) throw new TotpNotEnabled()
+        const reservation = await guesses.reserve(`user:${userId}`, reply)
+        const step = codeStep(secret, proof.code!, now())
+        if (step === null || !await factors.takeStep(userId, step)) throw new TotpCodeInvalid()
+        await guesses.release(reservation)
+      }
+      await factors.disableTotp(userId)
+    },
+
+    async regenerateRecoveryCodes (userId: number): Promise<{ recoveryCodes: string[] }> {
+      const { codes, digests } = newRecoveryCodes()
+      if (!await factors.replaceRecoveryCodes(userId, digests)) throw new TotpNotEnabled()
+      return { recoveryCodes: codes }
+    },
+
+    /**
+     * After a right password: null when the account has no second factor (sign in now), else
+     * the second step's ticket and the methods that complete it.
+     */
+    async secondStep (account: { id: number, tokenVersion: number }, mode: SessionModeValue): Promise<{ mfaToken: string, methods: string[], expiresIn: number } | null> {
+      if (!await factors.totpEnabled(account.id)) return null
+      const token = randomBytes(32).toString('base64url')
+      const ticket: Ticket = { u: account.id, v: account.tokenVersion, m: mode }
+      await stored(store.put(`mfa:${digest(token)}`, JSON.stringify(ticket), SECOND_STEP_TTL_MS))
+      const methods = ['totp', 'recoveryCode']
+      if ((await factors.passkeys(account.id)).length > 0) methods.push('passkey')
+      return { mfaToken: token, methods, expiresIn: SECOND_STEP_TTL_MS / 1000 }
+    },
+
+    /** Completes the second step with a TOTP code or a recovery code. */
+    async completeWithCode (token: string, proof: { code?: string, recoveryCode?: string }, reply: FastifyReply): Promise<SignIn> {
+      if ((proof.code === undefined) === (proof.recoveryCode === undefined)) throw new BadRequest('Send exactly one of `code` and `recoveryCode`')
+      const ticket = await readTicket(token)
+      const reservation = await guesses.reserve(`user:${ticket.u}`, reply)
+      let method: SignInMethod
+      if (proof.code !== undefined) {
+        const secret = await factors.totpSecret(ticket.u, true)
+        const step = secret === null ? null : codeStep(secret, proof.code, now())
+        if (step === null || !await factors.takeStep(ticket.u, step)) throw new MfaCodeInvalid()
+        method = 'totp'
+      } else {
+        if (!await factors.takeRecoveryCode(ticket.u, recoveryDigest(proof.recoveryCode!))) throw new MfaCodeInvalid()
+        method = 'recovery-code'
+      }
+      await guesses.release(reservation)
+      return await finish(token, ticket, method)
+    },
+
+    /** The options of a passkey in the second step: the user's passkeys are allowed. */
+    async secondStepPasskeyOptions (token: string): Promise<PublicKeyCredentialRequestOptionsJSON> {
+      const ticket = await readTicket(token)
+      const passkeys = await factors.passkeys(ticket.u)
+      const challenge = await newChallenge({ purpose: 'second-step', userId: ticket.u, ticket: digest(token) })
+      return await generateAuthenticationOptions({
+        rpID: rpId,
+        challenge,
+        userVerification: 'preferred',
+        timeout: CHALLENGE_TTL_MS,
+        allowCredentials: passkeys.map((p) => ({ id: p.id, transports: p.transports as AuthenticatorTransport[] }))
+      })
+    },
+
+    /** Completes the second step with one of the user's passkeys. */
+    async completeWithPasskey (token: string, response: AuthenticationResponseJSON): Promise<SignIn> {
+      const ticket = await readTicket(token)
+      const { value, challenge } = await takeChallenge(response, 'second-step')
+      if (challenge.ticket !== digest(token)) throw new PasskeyRefused('its challenge belongs to another sign-in')
+      const passkey = await factors.passkey(response.id)
+      // Another user's passkey is refused exactly like an unknown one.
+      await assertPasskey(response, value, passkey?.userId === ticket.u ? passkey : null, false)
+      return await finish(token, ticket, 'passkey')
+    },
+
+    /** The options of a passwordless sign-in: any passkey of this site, user verification required. */
+    async signInOptions (): Promise<PublicKeyCredentialRequestOptionsJSON> {
+      const challenge = await newChallenge({ purpose: 'sign-in' })
+      return await generateAuthenticationOptions({ rpID: rpId, challenge, userVerification: 'required', timeout: CHALLENGE_TTL_MS })
+    },
+
+    /** A passwordless sign-in: the passkey names its user. */
+    async signIn (response: AuthenticationResponseJSON, mode: SessionModeValue): Promise<SignIn> {
+      const { value } = await takeChallenge(response, 'sign-in')
+      const passkey = await factors.passkey(response.id)
+      if (passkey !== null && response.response.userHandle !== undefined &&
+          response.response.userHandle !== Buffer.from(userHandle(passkey.userId)).toString('base64url')) {
+        throw new PasskeyRefused('its user handle is not the one it was registered with')
+      }
+      const used = await assertPasskey(response, value, passkey, true)
+      const tokenVersion = await deps.tokenVersion(used.userId)
+      if (tokenVersion === null) throw new Unauthorized('The user no longer exists')
+      return { account: { id: used.userId, tokenVersion }, methods: ['passkey'], mode }
+    },
+
+    async registrationOptions (user: { id: number, username: string, names?: string | null }): Promise<PublicKeyCredentialCreationOptionsJSON> {
+      const passkeys = await factors.passkeys(user.id)
+      const challenge = await newChallenge({ purpose: 'register', userId: user.id })
+      return await generateRegistrationOptions({
+        rpName,
+        rpID: rpId,
+        userName: user.username,
+        userDisplayName: user.names ?? user.username,
+        userID: userHandle(user.id),
+        challenge,
+        timeout: CHALLENGE_TTL_MS,
+        attestationType: 'none',
+        excludeCredentials: passkeys.map((p) => ({ id: p.id, transports: p.transports })),
+        authenticatorSelection: { residentKey: 'required', userVerification: 'required' }
+      })
+    },
+
+    async register (userId: number, response: RegistrationResponseJSON, name: string | undefined): Promise<Passkey> {
+      const { value, challenge } = await takeChallenge(response, 'register').catch((error: Error) => { throw new PasskeyNotRegistered(error.message.replace(/^The passkey was refused: /, '')) })
+      if (challenge.userId !== userId) throw new PasskeyNotRegistered('its challenge was issued to another user')
+      let verified
+      try {
+        verified = await verifyRegistrationResponse({ response, expectedChallenge: value, expectedOrigin: origins, expectedRPID: rpId, requireUserVerification: true })
+      } catch (error) {
+        throw new PasskeyNotRegistered((error as Error).message)
+      }
+      if (!verified.verified) throw new PasskeyNotRegistered('its attestation does not verify')
+      const { credential, credentialBackedUp } = verified.registrationInfo
+      const count = (await factors.passkeys(userId)).length
+      const row = await factors.addPasskey({
+        id: credential.id,
+        userId,
+        publicKey: Buffer.from(credential.publicKey),
+        counter: credential.counter,
+        transports: credential.transports ?? response.response.transports ?? [],
+        name: name ?? `Passkey ${count + 1}`,
+        backedUp: credentialBackedUp
+      })
+      return publicPasskey(row)
+    },
+
+    async passkeys (userId: number): Promise<Passkey[]> {
+      return (await factors.passkeys(userId)).map(publicPasskey)
+    },
+
+    async renamePasskey (userId: number, id: string, name: string): Promise<Passkey> {
+      const row = await factors.renamePasskey(userId, id, name)
+      if (row === null) throw new NotFound('You have no passkey with this id')
+      return publicPasskey(row)
+    },
+
+    async deletePasskey (userId: number, id: string): Promise<void> {
+      if (!await factors.deletePasskey(userId, id)) throw new NotFound('You have no passkey with this id')
+    },
+
+    /** How a session was signed in (a password change's new session keeps them). */
+    async sessionMethods (sessionId: string): Promise<SignInMethod[]> {
+      return ((await factors.sessionStrength(sessionId))?.methods ?? ['password']) as SignInMethod[]
+    },
+
+    /**
+     * With RECENT_SIGN_IN_MAX_AGE set: the session must be at most that old, and have used a
+     * second factor or a passkey when the account has TOTP on; else 403 RECENT_SIGN_IN_REQUIRED.
+     */
+    async requireRecentSignIn (sessionId: string): Promise<void> {
+      if (deps.recentSignInMaxAgeMs === 0) return
+      const session = await factors.sessionStrength(sessionId)
+      if (session === null) throw new Unauthorized('The token has been revoked')
+      const minutes = Math.max(1, Math.round(deps.recentSignInMaxAgeMs / 60_000))
+      if (session.signedInAt.getTime() < now() - deps.recentSignInMaxAgeMs) {
+        throw new RecentSignInRequired(`This change needs a sign-in of the last ${minutes} min: log in again, then retry`)
+      }
+      if (session.totpOn && !session.methods.some((m) => m !== 'password')) {
+        throw new RecentSignInRequired('This change needs a sign-in with your second factor: log in again with your code or passkey, then retry')
+      }
+    },
+
+    /** Removes every factor of a user (admin); false when they had none. */
+    async reset (userId: number): Promise<boolean> {
+      return await factors.reset(userId)
+    }
+  }
+}
+
+export type FactorsService = ReturnType<typeof factorsService>
