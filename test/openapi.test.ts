@@ -14,8 +14,11 @@ import { Value } from 'typebox/value'
 import { readFileSync } from 'node:fs'
 import { Problem } from '../src/lib/problem.js'
 import { PROBLEM_CODES } from '../src/lib/responses.js'
+import { generateSync } from 'otplib'
 import { build, newUser, registerAndLogin, TEST_ENV, type Session } from './helpers/build.js'
 import { sqlClient } from './helpers/database.js'
+import { redisServer } from './helpers/redis.js'
+import { SoftAuthenticator } from './helpers/soft-authenticator.js'
 
 type Media = { schema?: { $ref?: string, type?: string, anyOf?: Array<{ required?: string[], properties?: Record<string, { enum?: string[], format?: string }> }>, properties?: Record<string, { type?: string, format?: string }> }, example?: unknown, examples?: Record<string, { value: { status?: number, code?: string } }> }
 type Operation = { operationId?: string, security?: Array<Record<string, string[]>>, responses: Record<string, { headers?: Record<string, unknown>, content?: Record<string, Media> }>, requestBody?: { required?: boolean, content: Record<string, Media> }, parameters?: { name: string, required?: boolean, schema: { default?: unknown } }[] }
@@ -90,6 +93,21 @@ t.test('every operation has a stable, unique camelCase operationId', async (t) =
     'DELETE /api/product/{id}/image': 'deleteProductImage',
     'GET /api/admin/users': 'adminListUsers',
     'DELETE /api/admin/users/{id}': 'adminDeleteUser',
+    'DELETE /api/admin/users/{id}/factors': 'adminResetFactors',
+    'POST /api/auth/mfa/totp': 'completeLoginWithCode',
+    'POST /api/auth/mfa/passkey/options': 'secondStepPasskeyOptions',
+    'POST /api/auth/mfa/passkey': 'completeLoginWithPasskey',
+    'POST /api/auth/passkey/options': 'passkeySignInOptions',
+    'POST /api/auth/passkey/login': 'passkeySignIn',
+    'GET /api/security': 'getSecurity',
+    'POST /api/security/totp': 'startTotp',
+    'POST /api/security/totp/confirm': 'confirmTotp',
+    'POST /api/security/totp/disable': 'disableTotp',
+    'POST /api/security/recovery-codes': 'regenerateRecoveryCodes',
+    'POST /api/security/passkeys/options': 'passkeyRegistrationOptions',
+    'POST /api/security/passkeys': 'registerPasskey',
+    'PATCH /api/security/passkeys/{id}': 'renamePasskey',
+    'DELETE /api/security/passkeys/{id}': 'deletePasskey',
     'DELETE /api/admin/products/{id}': 'adminDeleteProduct'
   })
   const values = Object.values(ids)
@@ -234,6 +252,33 @@ t.test('each route answers every status it documents, and documents every status
   }
   const budgetUser = await registerAndLogin(app)
 
+  // Second factors: a Redis that is gone (the budgets and the challenge store fail closed:
+  // 503), a user with TOTP on, a passkey on a software authenticator.
+  const redis = await redisServer(t)
+  const noRedis = await build(t, { databaseUrl: app.databaseUrl, env: { REDIS_URL: redis.url }, tuning: { redis: { connectTimeoutMs: 300, commandTimeoutMs: 300 } } })
+  await redis.stop()
+  const origin = app.config.auth.webauthnOrigins[0]!
+  const soft = new SoftAuthenticator()
+  const evil = (session: Session) => ({ cookie: `__Secure-access_token=${session.token}`, origin: 'https://evil.example' })
+  async function withTotp (): Promise<Session & { recoveryCodes: string[] }> {
+    const session = await registerAndLogin(app)
+    const { secret } = (await app.inject({ method: 'POST', url: '/api/security/totp', headers: session.auth })).json()
+    const confirmed = await app.inject({ method: 'POST', url: '/api/security/totp/confirm', headers: session.auth, payload: { code: generateSync({ secret, epoch: Math.floor(Date.now() / 1000) }) } })
+    return { ...session, recoveryCodes: confirmed.json().recoveryCodes }
+  }
+  async function addPasskey (session: Session): Promise<string> {
+    const options = (await app.inject({ method: 'POST', url: '/api/security/passkeys/options', headers: session.auth })).json()
+    return (await app.inject({ method: 'POST', url: '/api/security/passkeys', headers: session.auth, payload: { response: soft.register(options, origin) } })).json().id
+  }
+  const mfaUser = await withTotp()
+  const keyId = await addPasskey(mfaUser)
+  const ticket = async () => (await app.inject({ method: 'POST', url: '/api/auth/login', payload: { username: mfaUser.username, password: mfaUser.password } })).json().mfaToken as string
+  const UNKNOWN_TICKET = 'A'.repeat(43)
+  const assertion = async () => soft.authenticate((await app.inject({ method: 'POST', url: '/api/auth/passkey/options' })).json(), origin, { credentialId: keyId })
+  const stepAssertion = async (mfaToken: string) => soft.authenticate((await app.inject({ method: 'POST', url: '/api/auth/mfa/passkey/options', payload: { mfaToken } })).json(), origin)
+  const strayRegistration = new SoftAuthenticator().register({ challenge: 'c3RyYXk', rp: { name: 'x', id: app.config.auth.webauthnRpId }, user: { id: 'dXNlcg', name: 'u', displayName: 'u' }, pubKeyCredParams: [{ alg: -7, type: 'public-key' }] }, origin)
+  const stray = soft.authenticate({ challenge: 'c3RyYXk', rpId: app.config.auth.webauthnRpId, allowCredentials: [] }, origin, { credentialId: keyId })
+
   const register = (url: string): Record<number, () => Promise<LightMyRequestResponse>> => ({
     201: () => app.inject({ method: 'POST', url, payload: newUser() }),
     400: () => app.inject({ method: 'POST', url, payload: { username: 'x' } }),
@@ -260,7 +305,143 @@ t.test('each route answers every status it documents, and documents every status
       429: () => overBudget(() => limited.inject({ method: 'POST', url: '/api/auth/login', payload: { username: me.username, password: me.password } })),
       500: () => failingQueries(() => app.inject({ method: 'POST', url: '/api/auth/login', payload: { username: me.username, password: me.password } })),
       503: () => down.inject({ method: 'POST', url: '/api/auth/login', payload: { username: me.username, password: me.password } }),
-      403: () => app.inject({ method: 'POST', url: '/api/auth/login', headers: { origin: 'https://evil.example' }, payload: { username: me.username, password: me.password } })
+      403: () => app.inject({ method: 'POST', url: '/api/auth/login', headers: { origin: 'https://evil.example' }, payload: { username: me.username, password: me.password } }),
+      202: () => app.inject({ method: 'POST', url: '/api/auth/login', payload: { username: mfaUser.username, password: mfaUser.password } })
+    },
+    'POST /api/auth/mfa/totp': {
+      200: async () => app.inject({ method: 'POST', url: '/api/auth/mfa/totp', payload: { mfaToken: await ticket(), recoveryCode: mfaUser.recoveryCodes.pop()! } }),
+      400: () => app.inject({ method: 'POST', url: '/api/auth/mfa/totp', payload: { mfaToken: 'short', code: '123456' } }),
+      401: () => app.inject({ method: 'POST', url: '/api/auth/mfa/totp', payload: { mfaToken: UNKNOWN_TICKET, code: '123456' } }),
+      403: () => app.inject({ method: 'POST', url: '/api/auth/mfa/totp', headers: { origin: 'https://evil.example' }, payload: { mfaToken: UNKNOWN_TICKET, code: '123456' } }),
+      413: () => app.inject({ method: 'POST', url: '/api/auth/mfa/totp', payload: { mfaToken: UNKNOWN_TICKET, recoveryCode: 'x'.repeat(2_000_000) } }),
+      415: () => app.inject({ method: 'POST', url: '/api/auth/mfa/totp', ...text }),
+      429: () => overBudget(() => limited.inject({ method: 'POST', url: '/api/auth/mfa/totp', payload: { mfaToken: UNKNOWN_TICKET, code: '123456' } })),
+      500: () => failing(app.factors, 'completeWithCode', () => app.inject({ method: 'POST', url: '/api/auth/mfa/totp', payload: { mfaToken: UNKNOWN_TICKET, code: '123456' } })),
+      503: () => noRedis.inject({ method: 'POST', url: '/api/auth/mfa/totp', payload: { mfaToken: UNKNOWN_TICKET, code: '123456' } })
+    },
+    'POST /api/auth/mfa/passkey/options': {
+      200: async () => app.inject({ method: 'POST', url: '/api/auth/mfa/passkey/options', payload: { mfaToken: await ticket() } }),
+      400: () => app.inject({ method: 'POST', url: '/api/auth/mfa/passkey/options', payload: {} }),
+      401: () => app.inject({ method: 'POST', url: '/api/auth/mfa/passkey/options', payload: { mfaToken: UNKNOWN_TICKET } }),
+      413: () => app.inject({ method: 'POST', url: '/api/auth/mfa/passkey/options', payload: { mfaToken: 'x'.repeat(2_000_000) } }),
+      415: () => app.inject({ method: 'POST', url: '/api/auth/mfa/passkey/options', ...text }),
+      429: () => overBudget(() => limited.inject({ method: 'POST', url: '/api/auth/mfa/passkey/options', payload: { mfaToken: UNKNOWN_TICKET } })),
+      500: () => failing(app.factors, 'secondStepPasskeyOptions', () => app.inject({ method: 'POST', url: '/api/auth/mfa/passkey/options', payload: { mfaToken: UNKNOWN_TICKET } })),
+      503: () => noRedis.inject({ method: 'POST', url: '/api/auth/mfa/passkey/options', payload: { mfaToken: UNKNOWN_TICKET } })
+    },
+    'POST /api/auth/mfa/passkey': {
+      200: async () => { const mfaToken = await ticket(); return await app.inject({ method: 'POST', url: '/api/auth/mfa/passkey', payload: { mfaToken, response: await stepAssertion(mfaToken) } }) },
+      400: () => app.inject({ method: 'POST', url: '/api/auth/mfa/passkey', payload: { mfaToken: UNKNOWN_TICKET, response: {} } }),
+      401: () => app.inject({ method: 'POST', url: '/api/auth/mfa/passkey', payload: { mfaToken: UNKNOWN_TICKET, response: stray } }),
+      403: () => app.inject({ method: 'POST', url: '/api/auth/mfa/passkey', headers: { origin: 'https://evil.example' }, payload: { mfaToken: UNKNOWN_TICKET, response: stray } }),
+      413: () => app.inject({ method: 'POST', url: '/api/auth/mfa/passkey', payload: { mfaToken: UNKNOWN_TICKET, response: { ...stray, id: 'x'.repeat(2_000_000) } } }),
+      415: () => app.inject({ method: 'POST', url: '/api/auth/mfa/passkey', ...text }),
+      429: () => overBudget(() => limited.inject({ method: 'POST', url: '/api/auth/mfa/passkey', payload: { mfaToken: UNKNOWN_TICKET, response: stray } })),
+      500: () => failing(app.factors, 'completeWithPasskey', () => app.inject({ method: 'POST', url: '/api/auth/mfa/passkey', payload: { mfaToken: UNKNOWN_TICKET, response: stray } })),
+      503: () => noRedis.inject({ method: 'POST', url: '/api/auth/mfa/passkey', payload: { mfaToken: UNKNOWN_TICKET, response: stray } })
+    },
+    'POST /api/auth/passkey/options': {
+      200: () => app.inject({ method: 'POST', url: '/api/auth/passkey/options' }),
+      429: () => overBudget(() => limited.inject({ method: 'POST', url: '/api/auth/passkey/options' })),
+      500: () => failing(app.factors, 'signInOptions', () => app.inject({ method: 'POST', url: '/api/auth/passkey/options' })),
+      503: () => noRedis.inject({ method: 'POST', url: '/api/auth/passkey/options' })
+    },
+    'POST /api/auth/passkey/login': {
+      200: async () => app.inject({ method: 'POST', url: '/api/auth/passkey/login', payload: { response: await assertion() } }),
+      400: () => app.inject({ method: 'POST', url: '/api/auth/passkey/login', payload: { response: { ...stray, type: 'password' } } }),
+      401: () => app.inject({ method: 'POST', url: '/api/auth/passkey/login', payload: { response: stray } }),
+      403: () => app.inject({ method: 'POST', url: '/api/auth/passkey/login', headers: { origin: 'https://evil.example' }, payload: { response: stray } }),
+      413: () => app.inject({ method: 'POST', url: '/api/auth/passkey/login', payload: { response: { ...stray, id: 'x'.repeat(2_000_000) } } }),
+      415: () => app.inject({ method: 'POST', url: '/api/auth/passkey/login', ...text }),
+      429: () => overBudget(() => limited.inject({ method: 'POST', url: '/api/auth/passkey/login', payload: { response: stray } })),
+      500: () => failing(app.factors, 'signIn', () => app.inject({ method: 'POST', url: '/api/auth/passkey/login', payload: { response: stray } })),
+      503: () => noRedis.inject({ method: 'POST', url: '/api/auth/passkey/login', payload: { response: stray } })
+    },
+    'GET /api/security': {
+      200: () => app.inject({ url: '/api/security', headers: mfaUser.auth }),
+      401: () => app.inject({ url: '/api/security' }),
+      500: () => failing(app.factors, 'overview', () => app.inject({ url: '/api/security', headers: me.auth })),
+      503: () => down.inject({ url: '/api/security', headers: me.auth })
+    },
+    'POST /api/security/totp': {
+      200: async () => app.inject({ method: 'POST', url: '/api/security/totp', headers: (await registerAndLogin(app)).auth }),
+      401: () => app.inject({ method: 'POST', url: '/api/security/totp' }),
+      403: () => app.inject({ method: 'POST', url: '/api/security/totp', headers: evil(me) }),
+      409: () => app.inject({ method: 'POST', url: '/api/security/totp', headers: mfaUser.auth }),
+      500: () => failing(app.factors, 'startTotp', () => app.inject({ method: 'POST', url: '/api/security/totp', headers: me.auth })),
+      503: () => down.inject({ method: 'POST', url: '/api/security/totp', headers: me.auth })
+    },
+    'POST /api/security/totp/confirm': {
+      200: async () => {
+        const session = await registerAndLogin(app)
+        const { secret } = (await app.inject({ method: 'POST', url: '/api/security/totp', headers: session.auth })).json()
+        return await app.inject({ method: 'POST', url: '/api/security/totp/confirm', headers: session.auth, payload: { code: generateSync({ secret, epoch: Math.floor(Date.now() / 1000) }) } })
+      },
+      400: () => app.inject({ method: 'POST', url: '/api/security/totp/confirm', headers: me.auth, payload: { code: 'abc' } }),
+      401: () => app.inject({ method: 'POST', url: '/api/security/totp/confirm', payload: { code: '123456' } }),
+      403: () => app.inject({ method: 'POST', url: '/api/security/totp/confirm', headers: evil(me), payload: { code: '123456' } }),
+      409: () => app.inject({ method: 'POST', url: '/api/security/totp/confirm', headers: other.auth, payload: { code: '123456' } }),
+      413: () => app.inject({ method: 'POST', url: '/api/security/totp/confirm', headers: me.auth, payload: { code: 'x'.repeat(2_000_000) } }),
+      415: () => app.inject({ method: 'POST', url: '/api/security/totp/confirm', headers: { ...me.auth, ...text.headers }, payload: text.payload }),
+      500: () => failing(app.factors, 'confirmTotp', () => app.inject({ method: 'POST', url: '/api/security/totp/confirm', headers: me.auth, payload: { code: '123456' } })),
+      503: () => down.inject({ method: 'POST', url: '/api/security/totp/confirm', headers: me.auth, payload: { code: '123456' } })
+    },
+    'POST /api/security/totp/disable': {
+      204: async () => { const session = await withTotp(); return await app.inject({ method: 'POST', url: '/api/security/totp/disable', headers: session.auth, payload: { password: session.password } }) },
+      400: () => app.inject({ method: 'POST', url: '/api/security/totp/disable', headers: me.auth, payload: {} }),
+      401: () => app.inject({ method: 'POST', url: '/api/security/totp/disable', payload: { code: '123456' } }),
+      403: () => app.inject({ method: 'POST', url: '/api/security/totp/disable', headers: me.auth, payload: { password: 'not the password' } }),
+      409: () => app.inject({ method: 'POST', url: '/api/security/totp/disable', headers: me.auth, payload: { code: '123456' } }),
+      413: () => app.inject({ method: 'POST', url: '/api/security/totp/disable', headers: me.auth, payload: { password: 'x'.repeat(2_000_000) } }),
+      415: () => app.inject({ method: 'POST', url: '/api/security/totp/disable', headers: { ...me.auth, ...text.headers }, payload: text.payload }),
+      500: () => failing(app.factors, 'disableTotp', () => app.inject({ method: 'POST', url: '/api/security/totp/disable', headers: me.auth, payload: { code: '123456' } })),
+      503: () => down.inject({ method: 'POST', url: '/api/security/totp/disable', headers: me.auth, payload: { code: '123456' } })
+    },
+    'POST /api/security/recovery-codes': {
+      200: () => app.inject({ method: 'POST', url: '/api/security/recovery-codes', headers: mfaUser.auth }),
+      401: () => app.inject({ method: 'POST', url: '/api/security/recovery-codes' }),
+      403: () => app.inject({ method: 'POST', url: '/api/security/recovery-codes', headers: evil(me) }),
+      409: () => app.inject({ method: 'POST', url: '/api/security/recovery-codes', headers: me.auth }),
+      500: () => failing(app.factors, 'regenerateRecoveryCodes', () => app.inject({ method: 'POST', url: '/api/security/recovery-codes', headers: me.auth })),
+      503: () => down.inject({ method: 'POST', url: '/api/security/recovery-codes', headers: me.auth })
+    },
+    'POST /api/security/passkeys/options': {
+      200: () => app.inject({ method: 'POST', url: '/api/security/passkeys/options', headers: me.auth }),
+      401: () => app.inject({ method: 'POST', url: '/api/security/passkeys/options' }),
+      403: () => app.inject({ method: 'POST', url: '/api/security/passkeys/options', headers: evil(me) }),
+      500: () => failing(app.factors, 'registrationOptions', () => app.inject({ method: 'POST', url: '/api/security/passkeys/options', headers: me.auth })),
+      503: () => down.inject({ method: 'POST', url: '/api/security/passkeys/options', headers: me.auth })
+    },
+    'POST /api/security/passkeys': {
+      201: async () => { const options = (await app.inject({ method: 'POST', url: '/api/security/passkeys/options', headers: me.auth })).json(); return await app.inject({ method: 'POST', url: '/api/security/passkeys', headers: me.auth, payload: { response: soft.register(options, origin), name: 'Laptop' } }) },
+      400: async () => { const options = (await app.inject({ method: 'POST', url: '/api/security/passkeys/options', headers: me.auth })).json(); return await app.inject({ method: 'POST', url: '/api/security/passkeys', headers: me.auth, payload: { response: new SoftAuthenticator().register(options, 'https://evil.example') } }) },
+      401: () => app.inject({ method: 'POST', url: '/api/security/passkeys', payload: {} }),
+      403: () => app.inject({ method: 'POST', url: '/api/security/passkeys', headers: evil(me), payload: {} }),
+      409: async () => { const options = (await app.inject({ method: 'POST', url: '/api/security/passkeys/options', headers: other.auth })).json(); return await app.inject({ method: 'POST', url: '/api/security/passkeys', headers: other.auth, payload: { response: new SoftAuthenticator().register(options, origin, { credentialId: keyId }) } }) },
+      413: () => app.inject({ method: 'POST', url: '/api/security/passkeys', headers: me.auth, payload: { name: 'x'.repeat(2_000_000) } }),
+      415: () => app.inject({ method: 'POST', url: '/api/security/passkeys', headers: { ...me.auth, ...text.headers }, payload: text.payload }),
+      500: () => failing(app.factors, 'register', () => app.inject({ method: 'POST', url: '/api/security/passkeys', headers: me.auth, payload: { response: strayRegistration } })),
+      503: () => down.inject({ method: 'POST', url: '/api/security/passkeys', headers: me.auth, payload: { response: strayRegistration } })
+    },
+    'PATCH /api/security/passkeys/{id}': {
+      200: () => app.inject({ method: 'PATCH', url: `/api/security/passkeys/${keyId}`, headers: mfaUser.auth, payload: { name: 'Renamed' } }),
+      400: () => app.inject({ method: 'PATCH', url: `/api/security/passkeys/${keyId}`, headers: mfaUser.auth, payload: {} }),
+      401: () => app.inject({ method: 'PATCH', url: `/api/security/passkeys/${keyId}`, payload: { name: 'x' } }),
+      403: () => app.inject({ method: 'PATCH', url: `/api/security/passkeys/${keyId}`, headers: evil(mfaUser), payload: { name: 'x' } }),
+      404: () => app.inject({ method: 'PATCH', url: `/api/security/passkeys/${keyId}`, headers: me.auth, payload: { name: 'Not mine' } }),
+      413: () => app.inject({ method: 'PATCH', url: `/api/security/passkeys/${keyId}`, headers: me.auth, payload: { name: 'x'.repeat(2_000_000) } }),
+      415: () => app.inject({ method: 'PATCH', url: `/api/security/passkeys/${keyId}`, headers: { ...me.auth, ...text.headers }, payload: text.payload }),
+      500: () => failing(app.factors, 'renamePasskey', () => app.inject({ method: 'PATCH', url: `/api/security/passkeys/${keyId}`, headers: me.auth, payload: { name: 'x' } })),
+      503: () => down.inject({ method: 'PATCH', url: `/api/security/passkeys/${keyId}`, headers: me.auth, payload: { name: 'x' } })
+    },
+    'DELETE /api/security/passkeys/{id}': {
+      204: async () => { const session = await registerAndLogin(app); return await app.inject({ method: 'DELETE', url: `/api/security/passkeys/${await addPasskey(session)}`, headers: session.auth }) },
+      400: () => app.inject({ method: 'DELETE', url: '/api/security/passkeys/not+base64url', headers: me.auth }),
+      401: () => app.inject({ method: 'DELETE', url: `/api/security/passkeys/${keyId}` }),
+      403: () => app.inject({ method: 'DELETE', url: `/api/security/passkeys/${keyId}`, headers: evil(mfaUser) }),
+      404: () => app.inject({ method: 'DELETE', url: `/api/security/passkeys/${keyId}`, headers: me.auth }),
+      500: () => failing(app.factors, 'deletePasskey', () => app.inject({ method: 'DELETE', url: `/api/security/passkeys/${keyId}`, headers: me.auth })),
+      503: () => down.inject({ method: 'DELETE', url: `/api/security/passkeys/${keyId}`, headers: me.auth })
     },
     'POST /api/auth/refresh-token': {
       200: async () => { const s = await registerAndLogin(app); return await app.inject({ method: 'POST', url: '/api/auth/refresh-token', payload: { refreshToken: s.refreshToken } }) },
@@ -470,6 +651,15 @@ t.test('each route answers every status it documents, and documents every status
       500: () => failing(app.users, 'delete', () => app.inject({ method: 'DELETE', url: '/api/admin/users/1', headers: ADMIN })),
       503: () => down.inject({ method: 'DELETE', url: '/api/admin/users/1', headers: ADMIN })
     },
+    'DELETE /api/admin/users/{id}/factors': {
+      204: async () => app.inject({ method: 'DELETE', url: `/api/admin/users/${(await withTotp()).id}/factors`, headers: ADMIN }),
+      400: () => app.inject({ method: 'DELETE', url: '/api/admin/users/-1/factors', headers: ADMIN }),
+      401: () => app.inject({ method: 'DELETE', url: '/api/admin/users/1/factors' }),
+      404: () => app.inject({ method: 'DELETE', url: '/api/admin/users/2147483647/factors', headers: ADMIN }),
+      429: () => overBudget(() => limited.inject({ method: 'DELETE', url: '/api/admin/users/1/factors', headers: WRONG_ADMIN })),
+      500: () => failing(app.factors, 'reset', () => app.inject({ method: 'DELETE', url: `/api/admin/users/${me.id}/factors`, headers: ADMIN })),
+      503: () => down.inject({ method: 'DELETE', url: '/api/admin/users/1/factors', headers: ADMIN })
+    },
     'DELETE /api/admin/products/{id}': {
       204: async () => app.inject({ method: 'DELETE', url: `/api/admin/products/${await product(me)}`, headers: ADMIN }),
       400: () => app.inject({ method: 'DELETE', url: '/api/admin/products/1.5', headers: ADMIN }),
@@ -531,7 +721,15 @@ t.test('each route answers every status it documents, and documents every status
     'DELETE /api/product/{id}': [`/api/product/${mine}`, me.auth],
     'DELETE /api/product/{id}/image': [`/api/product/${pictured}/image`, me.auth],
     'DELETE /api/admin/users/{id}': ['/api/admin/users/1', ADMIN],
-    'DELETE /api/admin/products/{id}': ['/api/admin/products/1', ADMIN]
+    'DELETE /api/admin/products/{id}': ['/api/admin/products/1', ADMIN],
+    'POST /api/auth/mfa/totp': ['/api/auth/mfa/totp'],
+    'POST /api/auth/mfa/passkey/options': ['/api/auth/mfa/passkey/options'],
+    'POST /api/auth/mfa/passkey': ['/api/auth/mfa/passkey'],
+    'POST /api/auth/passkey/login': ['/api/auth/passkey/login'],
+    'POST /api/security/totp/confirm': ['/api/security/totp/confirm', me.auth],
+    'POST /api/security/totp/disable': ['/api/security/totp/disable', me.auth],
+    'POST /api/security/passkeys': ['/api/security/passkeys', me.auth],
+    'PATCH /api/security/passkeys/{id}': [`/api/security/passkeys/${keyId}`, me.auth]
   }
   for (const [route, statuses] of documented) {
     const [method = '', path = ''] = route.split(' ')

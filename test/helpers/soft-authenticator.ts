@@ -76,7 +76,7 @@ export class SoftAuthenticator {
   }
 
   /** navigator.credentials.create(): a new key pair for the RP, answered as RegistrationResponseJSON. */
-  register (options: PublicKeyCredentialCreationOptionsJSON, origin: string, call: { userVerification?: boolean } = {}): RegistrationResponseJSON {
+  register (options: PublicKeyCredentialCreationOptionsJSON, origin: string, call: { userVerification?: boolean, credentialId?: string } = {}): RegistrationResponseJSON {
     const rpId = options.rp.id ?? new URL(origin).hostname
     if (!options.pubKeyCredParams.some((p) => p.alg === ES256)) throw new Error('NotSupportedError: the RP does not accept ES256')
     const excluded = new Set((options.excludeCredentials ?? []).map((c) => c.id))
@@ -84,7 +84,8 @@ export class SoftAuthenticator {
     const selection = options.authenticatorSelection ?? {}
     const discoverable = selection.residentKey === 'required' || selection.residentKey === 'preferred' || selection.requireResidentKey === true
     const { privateKey, publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' })
-    const id = randomBytes(16)
+    // A chosen id forges a registration of someone else's credential id.
+    const id = call.credentialId === undefined ? randomBytes(16) : Buffer.from(call.credentialId, 'base64url')
     const credential: SoftCredential = { id: b64url(id), rpId, userHandle: options.user.id, discoverable, privateKey, signCount: 0, counts: true }
 
     const jwk = publicKey.export({ format: 'jwk' })

@@ -95,7 +95,7 @@ export const signInRoutes: FastifyPluginAsyncTypebox<SignInRoutesOptions> = asyn
       summary: 'The WebAuthn options of a sign-in with a passkey alone (no name typed)',
       description: 'No body. The challenge works once, for 5 minutes, on any replica.',
       'x-optional-body': true,
-      response: { 200: json(RequestOptions), ...problems(401) }
+      response: { 200: json(RequestOptions), ...problems() }
     }
   }, async () => await factors.signInOptions())
 
@@ -131,7 +131,7 @@ export const securityRoutes: FastifyPluginAsyncTypebox = async (parent) => {
       tags: ['security'],
       summary: 'Your second factors, passkeys and how this session was signed in',
       security: sessionAuth,
-      response: { 200: json(Security), ...problems(401, 403) }
+      response: { 200: json(Security), ...problems(401) }
     }
   }, async (request) => await factors.overview(request.currentUser!.id, request.sessionId!))
 

@@ -25,7 +25,7 @@ export const CodeStepBody = Type.Object({
   recoveryCode: Type.Optional(RecoveryCodeInput)
 }, { additionalProperties: false, description: 'exactly one of `code` and `recoveryCode`', examples: [{ mfaToken: 'Jw3q0pX4m2yZk8rT1sW6nB9cD5fG7hJ0lK2aE4uI6oY', code: '123456' }] })
 
-export const MfaTokenBody = Type.Object({ mfaToken: MfaToken }, { additionalProperties: false })
+export const MfaTokenBody = Type.Object({ mfaToken: MfaToken }, { additionalProperties: false, examples: [{ mfaToken: 'Jw3q0pX4m2yZk8rT1sW6nB9cD5fG7hJ0lK2aE4uI6oY' }] })
 
 /** What `navigator.credentials.get()` answers, as JSON (`PublicKeyCredential.toJSON()`, @simplewebauthn/browser). */
 export const AuthenticationResponse = Type.Object({
@@ -59,8 +59,9 @@ export const RegistrationResponse = Type.Object({
   authenticatorAttachment: Type.Optional(Attachment)
 }, { description: 'the new credential, as PublicKeyCredential.toJSON() gives it' })
 
-export const PasskeyStepBody = Type.Object({ mfaToken: MfaToken, response: AuthenticationResponse }, { additionalProperties: false })
-export const PasskeySignInBody = Type.Object({ response: AuthenticationResponse, mode: Type.Optional(SessionMode) }, { additionalProperties: false })
+const ASSERTION_EXAMPLE = { id: 'pQ1yX4m2yZk8rT1sW6nB9w', rawId: 'pQ1yX4m2yZk8rT1sW6nB9w', type: 'public-key', response: { clientDataJSON: 'eyJ0eXBlIjoid2ViYXV0aG4uZ2V0Ii4uLn0', authenticatorData: 'SZYN5YgOjGh0NBcPZHZgW4_krrmihjLHmVzzuoMdl2MFAAAAAQ', signature: 'MEUCIQD...', userHandle: 'q2Vx0pX4m2yZk8rT1sW6nA' }, clientExtensionResults: {}, authenticatorAttachment: 'platform' }
+export const PasskeyStepBody = Type.Object({ mfaToken: MfaToken, response: AuthenticationResponse }, { additionalProperties: false, examples: [{ mfaToken: 'Jw3q0pX4m2yZk8rT1sW6nB9cD5fG7hJ0lK2aE4uI6oY', response: ASSERTION_EXAMPLE }] })
+export const PasskeySignInBody = Type.Object({ response: AuthenticationResponse, mode: Type.Optional(SessionMode) }, { additionalProperties: false, examples: [{ response: ASSERTION_EXAMPLE, mode: 'cookie' }] })
 
 const Descriptor = Type.Object({ id: Type.String(), type: Type.Literal('public-key'), transports: Type.Optional(Transports) })
 
@@ -70,7 +71,7 @@ export const RequestOptions = Type.Object({
   timeout: Type.Integer(),
   userVerification: Type.String(),
   allowCredentials: Type.Optional(Type.Array(Descriptor))
-}, { description: 'PublicKeyCredentialRequestOptionsJSON: give it to `navigator.credentials.get()` (PublicKeyCredential.parseRequestOptionsFromJSON, or @simplewebauthn/browser\'s startAuthentication)' })
+}, { description: 'PublicKeyCredentialRequestOptionsJSON: give it to `navigator.credentials.get()` (PublicKeyCredential.parseRequestOptionsFromJSON, or @simplewebauthn/browser\'s startAuthentication)', examples: [{ challenge: 'h2Zk8rT1sW6nB9cD5fG7hJ0lK2aE4uI6oYq3Vx0pX4m', rpId: 'shop.example.com', timeout: 300000, userVerification: 'required' }] })
 
 export const CreationOptions = Type.Object({
   challenge: Type.String(),
@@ -83,7 +84,7 @@ export const CreationOptions = Type.Object({
   authenticatorSelection: Type.Object({ residentKey: Type.String(), userVerification: Type.String(), requireResidentKey: Type.Boolean() }),
   extensions: Type.Object({ credProps: Type.Boolean() }),
   hints: Type.Array(Type.String())
-}, { description: 'PublicKeyCredentialCreationOptionsJSON: give it to `navigator.credentials.create()` (PublicKeyCredential.parseCreationOptionsFromJSON, or @simplewebauthn/browser\'s startRegistration)' })
+}, { description: 'PublicKeyCredentialCreationOptionsJSON: give it to `navigator.credentials.create()` (PublicKeyCredential.parseCreationOptionsFromJSON, or @simplewebauthn/browser\'s startRegistration)', examples: [{ challenge: 'h2Zk8rT1sW6nB9cD5fG7hJ0lK2aE4uI6oYq3Vx0pX4m', rp: { name: 'User and product service', id: 'shop.example.com' }, user: { id: 'q2Vx0pX4m2yZk8rT1sW6nA', name: 'alice', displayName: 'Alice Liddell' }, pubKeyCredParams: [{ alg: -8, type: 'public-key' }, { alg: -7, type: 'public-key' }, { alg: -257, type: 'public-key' }], timeout: 300000, attestation: 'none', excludeCredentials: [], authenticatorSelection: { residentKey: 'required', userVerification: 'required', requireResidentKey: true }, extensions: { credProps: true }, hints: [] }] })
 
 const PasskeyName = Type.String({ minLength: 1, maxLength: 100, description: 'a name to tell your passkeys apart (`Work laptop`)' })
 
@@ -93,10 +94,10 @@ export const Passkey = Type.Object({
   createdAt: Timestamp,
   lastUsedAt: Type.Union([Timestamp, Type.Null()]),
   backedUp: Type.Boolean({ description: 'synced by its provider (a multi-device passkey)' })
-})
+}, { examples: [{ id: 'pQ1yX4m2yZk8rT1sW6nB9w', name: 'Work laptop', createdAt: '2026-11-26T12:00:00.000Z', lastUsedAt: '2026-11-26T12:30:00.000Z', backedUp: true }] })
 
-export const RegisterPasskeyBody = Type.Object({ response: RegistrationResponse, name: Type.Optional(PasskeyName) }, { additionalProperties: false })
-export const RenamePasskeyBody = Type.Object({ name: PasskeyName }, { additionalProperties: false })
+export const RegisterPasskeyBody = Type.Object({ response: RegistrationResponse, name: Type.Optional(PasskeyName) }, { additionalProperties: false, examples: [{ response: { id: 'pQ1yX4m2yZk8rT1sW6nB9w', rawId: 'pQ1yX4m2yZk8rT1sW6nB9w', type: 'public-key', response: { clientDataJSON: 'eyJ0eXBlIjoid2ViYXV0aG4uY3JlYXRlIi4uLn0', attestationObject: 'o2NmbXRkbm9uZWdhdHRTdG10oGhhdXRoRGF0YVi...', transports: ['internal'] }, clientExtensionResults: {}, authenticatorAttachment: 'platform' }, name: 'Work laptop' }] })
+export const RenamePasskeyBody = Type.Object({ name: PasskeyName }, { additionalProperties: false, examples: [{ name: 'Phone' }] })
 export const PasskeyParams = Type.Object({ id: Type.String({ ...B64URL, minLength: 1, maxLength: 1400 }) }, { additionalProperties: false })
 
 export const Security = Type.Object({
@@ -104,19 +105,19 @@ export const Security = Type.Object({
   recoveryCodesLeft: Type.Integer(),
   passkeys: Type.Array(Passkey),
   session: Type.Object({ methods: Type.Array(Method, { description: 'how this session was signed in' }), signedInAt: Timestamp })
-})
+}, { examples: [{ totp: { enabled: true, enabledAt: '2026-11-26T11:00:00.000Z' }, recoveryCodesLeft: 9, passkeys: [{ id: 'pQ1yX4m2yZk8rT1sW6nB9w', name: 'Work laptop', createdAt: '2026-11-26T12:00:00.000Z', lastUsedAt: '2026-11-26T12:30:00.000Z', backedUp: true }], session: { methods: ['password', 'totp'], signedInAt: '2026-11-26T12:00:00.000Z' } }] })
 
 export const TotpEnrolment = Type.Object({
   secret: Type.String({ description: 'the secret in base32, to type into an authenticator app by hand; shown this once' }),
   uri: Type.String({ description: 'the `otpauth://totp/...` URI authenticator apps read' }),
   qrCode: Type.String({ description: 'the URI as a QR code: an SVG image as a `data:` URL' })
-})
+}, { examples: [{ secret: 'JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP', uri: 'otpauth://totp/User%20and%20product%20service:alice?issuer=User%20and%20product%20service&secret=JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP&algorithm=SHA1&digits=6&period=30', qrCode: 'data:image/svg+xml;base64,PHN2ZyB4bWxucz0iaHR0cDovL3d3dy53My5vcmcvMjAwMC9zdmciLz4=' }] })
 
-export const ConfirmTotpBody = Type.Object({ code: TotpCode }, { additionalProperties: false })
+export const ConfirmTotpBody = Type.Object({ code: TotpCode }, { additionalProperties: false, examples: [{ code: '123456' }] })
 export const DisableTotpBody = Type.Object({
   password: Type.Optional(Type.String({ minLength: 1, maxLength: 1024 })),
   code: Type.Optional(TotpCode)
-}, { additionalProperties: false, description: 'exactly one of `password` and `code`' })
+}, { additionalProperties: false, description: 'exactly one of `password` and `code`', examples: [{ code: '123456' }, { password: 'wonderland!' }] })
 export const RecoveryCodes = Type.Object({
   recoveryCodes: Type.Array(Type.String(), { description: 'ten single-use codes for when the authenticator is lost; shown this once: keep them safe' })
-})
+}, { examples: [{ recoveryCodes: ['k2m4-q7xa-b3nd-e5fz', 'p6rt-w2yc-h4jm-n7sb', '...'] }] })
