@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os'
 import path from 'node:path'
 import type { AddressInfo } from 'node:net'
 import openapiTS, { astToString, type OpenAPI3 } from 'openapi-typescript'
+import { generateSync } from 'otplib'
 import t from 'tap'
 import ts from 'typescript'
 import { build, TEST_ENV } from './helpers/build.js'
@@ -39,7 +40,7 @@ function fail (what: string, status: number): never {
   throw new Error(what + ' answered ' + String(status))
 }
 
-export async function run (baseUrl: string, adminKey: string, png: Uint8Array<ArrayBuffer>): Promise<Seen> {
+export async function run (baseUrl: string, adminKey: string, png: Uint8Array<ArrayBuffer>, totpCode: (secret: string) => string): Promise<Seen> {
   const api = createClient<paths, Media>({ baseUrl })
   const seen: Seen = { statuses: {}, headers: {}, values: {} }
   const note = (name: string, response: Response): void => {
@@ -81,7 +82,8 @@ export async function run (baseUrl: string, adminKey: string, png: Uint8Array<Ar
 
   const login = await api.POST('/api/auth/login', { body: { username, password } })
   note('login json', login.response)
-  if (login.data === undefined || login.data.mode !== 'token') fail('login json', login.response.status)
+  // A login answers a session (200) or, with a second factor on, its second step (202).
+  if (login.data === undefined || !('mode' in login.data) || login.data.mode !== 'token') fail('login json', login.response.status)
   let token: string = login.data.token
   let refreshToken: string = login.data.refreshToken
   seen.values.tokenType = login.data.tokenType
@@ -94,7 +96,7 @@ export async function run (baseUrl: string, adminKey: string, png: Uint8Array<Ar
     headers: { 'content-type': 'application/x-www-form-urlencoded' }
   })
   note('login form', formLogin.response)
-  if (formLogin.data === undefined || formLogin.data.mode !== 'cookie') fail('login form', formLogin.response.status)
+  if (formLogin.data === undefined || !('mode' in formLogin.data) || formLogin.data.mode !== 'cookie') fail('login form', formLogin.response.status)
   seen.values.formUserId = formLogin.data.userId
   const cookies = cookieHeader(formLogin.response)
   seen.headers['login form set-cookie'] = cookies
@@ -108,7 +110,7 @@ export async function run (baseUrl: string, adminKey: string, png: Uint8Array<Ar
   note('refresh reused', reused.response)
   seen.values.reusedCode = reused.error?.code ?? null
   const relogin = await api.POST('/api/auth/login', { body: { identity: username + '@example.com', password, mode: 'token' } })
-  if (relogin.data === undefined || relogin.data.mode !== 'token') fail('login identity', relogin.response.status)
+  if (relogin.data === undefined || !('mode' in relogin.data) || relogin.data.mode !== 'token') fail('login identity', relogin.response.status)
   token = relogin.data.token
 
   const byCookie = await api.POST('/api/auth/refresh-token', { headers: { cookie: cookies, origin: baseUrl } })
@@ -192,6 +194,38 @@ export async function run (baseUrl: string, adminKey: string, png: Uint8Array<Ar
   note('getProduct gone', gone.response)
   seen.values.goneCode = gone.error?.code ?? null
 
+  // TOTP on, the login's second step, then off again.
+  const enrolment = await api.POST('/api/security/totp', { headers: bearer() })
+  note('startTotp', enrolment.response)
+  if (enrolment.data === undefined) fail('startTotp', enrolment.response.status)
+  const confirmed = await api.POST('/api/security/totp/confirm', { body: { code: totpCode(enrolment.data.secret) }, headers: bearer() })
+  note('confirmTotp', confirmed.response)
+  if (confirmed.data === undefined) fail('confirmTotp', confirmed.response.status)
+  const recoveryCodes: string[] = confirmed.data.recoveryCodes
+  const stepOne = await api.POST('/api/auth/login', { body: { username, password } })
+  note('login second step', stepOne.response)
+  if (stepOne.data === undefined || !('mfaToken' in stepOne.data)) fail('login second step', stepOne.response.status)
+  seen.values.methods = stepOne.data.methods.join(',')
+  const stepTwo = await api.POST('/api/auth/mfa/totp', { body: { mfaToken: stepOne.data.mfaToken, recoveryCode: recoveryCodes[0] ?? '' } })
+  note('completeLoginWithCode', stepTwo.response)
+  if (stepTwo.data === undefined || stepTwo.data.mode !== 'token') fail('completeLoginWithCode', stepTwo.response.status)
+  token = stepTwo.data.token
+  const security = await api.GET('/api/security', { headers: bearer() })
+  note('getSecurity', security.response)
+  seen.values.sessionMethods = security.data?.session.methods.join(',') ?? null
+  seen.values.recoveryCodesLeft = security.data?.recoveryCodesLeft ?? null
+  const fresh = await api.POST('/api/security/recovery-codes', { headers: bearer() })
+  note('regenerateRecoveryCodes', fresh.response)
+  seen.values.freshCodes = fresh.data?.recoveryCodes.length ?? null
+  const keyOptions = await api.POST('/api/security/passkeys/options', { headers: bearer() })
+  note('passkeyRegistrationOptions', keyOptions.response)
+  seen.values.rpId = keyOptions.data?.rp.id ?? null
+  const signInOptions = await api.POST('/api/auth/passkey/options')
+  note('passkeySignInOptions', signInOptions.response)
+  seen.values.userVerification = signInOptions.data?.userVerification ?? null
+  const off = await api.POST('/api/security/totp/disable', { body: { password }, headers: bearer() })
+  note('disableTotp', off.response)
+
   const admin = { authorization: 'Bearer ' + adminKey }
   const users = await api.GET('/api/admin/users', { params: { query: { limit: 100 } }, headers: admin })
   note('adminListUsers', users.response)
@@ -207,7 +241,7 @@ export async function run (baseUrl: string, adminKey: string, png: Uint8Array<Ar
   note('logout cookie', cookieLogout.response)
   seen.headers['logout cookie set-cookie'] = cookieLogout.response.headers.get('set-cookie')
   const again = await api.POST('/api/auth/login', { body: { username, password } })
-  if (again.data === undefined || again.data.mode !== 'token') fail('login again', again.response.status)
+  if (again.data === undefined || !('mode' in again.data) || again.data.mode !== 'token') fail('login again', again.response.status)
   const tokenLogout = await api.POST('/api/auth/logout', { headers: { authorization: 'Bearer ' + again.data.token } })
   note('logout token', tokenLogout.response)
   // A password change ends every session, the cookie one too: last but the deletion.
@@ -269,8 +303,8 @@ t.test('a client generated from /docs/json type-checks under strict and runs eve
   t.equal(program.emit().emitSkipped, false, 'tsc emits the program')
 
   const png = Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), Buffer.alloc(100, 1)])
-  const client = await import(path.join(dir, 'client.js')) as { run: (baseUrl: string, adminKey: string, png: Uint8Array) => Promise<{ statuses: Record<string, number>, headers: Record<string, string | null>, values: Record<string, unknown> }> }
-  const seen = await client.run(baseUrl, ADMIN_KEY, png)
+  const client = await import(path.join(dir, 'client.js')) as { run: (baseUrl: string, adminKey: string, png: Uint8Array, totpCode: (secret: string) => string) => Promise<{ statuses: Record<string, number>, headers: Record<string, string | null>, values: Record<string, unknown> }> }
+  const seen = await client.run(baseUrl, ADMIN_KEY, png, (secret) => generateSync({ secret, epoch: Math.floor(Date.now() / 1000) }))
 
   t.same(seen.statuses, {
     healthLive: 200,
@@ -302,6 +336,15 @@ t.test('a client generated from /docs/json type-checks under strict and runs eve
     deleteProductImage: 204,
     deleteProduct: 204,
     'getProduct gone': 404,
+    startTotp: 200,
+    confirmTotp: 200,
+    'login second step': 202,
+    completeLoginWithCode: 200,
+    getSecurity: 200,
+    regenerateRecoveryCodes: 200,
+    passkeyRegistrationOptions: 200,
+    passkeySignInOptions: 200,
+    disableTotp: 204,
     adminListUsers: 200,
     adminDeleteProduct: 204,
     adminDeleteUser: 204,
@@ -334,7 +377,13 @@ t.test('a client generated from /docs/json type-checks under strict and runs eve
     imageBytes: png.length,
     goneCode: 'NOT_FOUND',
     adminSees: true,
-    wrongCode: 'WRONG_PASSWORD'
+    wrongCode: 'WRONG_PASSWORD',
+    methods: 'totp,recoveryCode',
+    sessionMethods: 'password,recovery-code',
+    recoveryCodesLeft: 9,
+    freshCodes: 10,
+    rpId: 'localhost',
+    userVerification: 'required'
   })
   const idHeaders = Object.entries(seen.headers).filter(([name]) => name.endsWith(' x-request-id'))
   t.equal(idHeaders.length, Object.keys(seen.statuses).length, 'every answer seen')
