@@ -223,7 +223,8 @@ t.test('the admin reset removes every factor, and is logged', async (t) => {
 
 t.test('a password reset does not bypass the second factor', async (t) => {
   const user = await registerAndLogin(app)
-  await enrol(user)
+  const { recoveryCodes } = await enrol(user)
+  const pending = await secondStep(user)
   const { token, digest } = newLinkToken()
   await app.usersRepository.createResetToken(user.id, digest, 600_000)
   const confirmed = await app.inject({ method: 'POST', url: '/api/auth/password-reset/confirm', payload: { token, password: 'a brand new password' } })
@@ -231,6 +232,8 @@ t.test('a password reset does not bypass the second factor', async (t) => {
   const res = await login(user, 'a brand new password')
   t.equal(res.statusCode, 202, 'the new password still leads to the second step')
   t.notOk('token' in res.json(), 'and no session')
+  assertProblem(t, await complete({ mfaToken: pending, recoveryCode: recoveryCodes[0]! }), 401, 'MFA_TOKEN_INVALID')
+  t.equal((await complete({ mfaToken: res.json().mfaToken, recoveryCode: recoveryCodes[0]! })).statusCode, 200, 'a second step begun before the reset is void (and spent no code); one after it completes')
 })
 
 t.test('RECENT_SIGN_IN_MAX_AGE: sensitive changes need a recent sign-in with the second factor', async (t) => {

@@ -56,7 +56,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
       operationId: 'adminResetFactors',
       tags: ['admin'],
       summary: 'Remove a user\'s second factors and passkeys (they lost them); logged',
-      description: 'TOTP, recovery codes and passkeys all go: the next login asks for the password only. Each reset is logged (`factors reset`, with the user id and the key\'s label). ' +
+      description: 'TOTP, recovery codes and passkeys all go: the next login asks for the password only. Each reset is logged at warn (`factors-reset`, with the user id, whether there was anything to remove and the client\'s address, beside the request id). ' +
         'Confirm who is asking before you do this: it is what an attacker who has the password wants. 404 when the user does not exist.',
       security: adminApiKey,
       params: IdParams,
@@ -66,7 +66,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
     const { id } = request.params
     if (await app.usersRepository.findCredentialsById(id) === null) throw new NotFound(`User ${id} does not exist`)
     const removed = await app.factors.reset(id)
-    request.log.warn({ event: 'factors-reset', userId: id, removed }, 'factors reset')
+    request.log.warn({ event: 'factors-reset', userId: id, removed, client: request.ip }, 'factors reset')
     return reply.code(204).send(null)
   })
 

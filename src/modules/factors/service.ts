@@ -128,10 +128,12 @@ export function factorsService (deps: Dependencies) {
     return { value, challenge }
   }
 
+  /** A live ticket; a password changed since the login (a reset) voids it, before any code is spent on it. */
   async function readTicket (token: string): Promise<Ticket> {
     const raw = await stored(store.peek(`mfa:${digest(token)}`))
-    if (raw === null) throw new MfaTokenInvalid()
-    return JSON.parse(raw) as Ticket
+    const ticket = raw === null ? null : JSON.parse(raw) as Ticket
+    if (ticket === null || await deps.tokenVersion(ticket.u) !== ticket.v) throw new MfaTokenInvalid()
+    return ticket
   }
 
   /** The ticket taken once its factor is checked: of two completions, one signs in. */
