@@ -603,7 +603,7 @@ function webauthnSettings (auth: Settings['auth'], publicUrl: string): Pick<Auth
   // working passkeys); what is set on purpose must work.
   if (auth.webauthnRpId === undefined && listed.length === 0) return { webauthnRpId: rpId, webauthnOrigins: [new URL(publicUrl).origin] }
   if (/^[0-9.]+$/.test(rpId) || rpId.startsWith('[')) {
-    throw new ConfigError(`Invalid configuration: the WebAuthn RP id ${JSON.stringify(rpId)} (WEBAUTHN_RP_ID, or the host of PUBLIC_URL) is an IP address, which browsers refuse: use a host name (localhost in development)`)
+    throw new ConfigError(`Invalid configuration: WEBAUTHN_RP_ID: ${JSON.stringify(rpId)} (set, or the host of PUBLIC_URL) is an IP address, which browsers refuse: use a host name (localhost in development)`)
   }
   const origins = listed.length > 0 ? listed : [new URL(publicUrl).origin]
   for (const origin of origins) {
@@ -614,10 +614,10 @@ function webauthnSettings (auth: Settings['auth'], publicUrl: string): Pick<Auth
     }
     const local = parsed.hostname === 'localhost' || parsed.hostname.endsWith('.localhost')
     if (parsed.protocol !== 'https:' && !(parsed.protocol === 'http:' && local)) {
-      throw new ConfigError(`Invalid configuration: WebAuthn origin ${origin} is not https: browsers offer passkeys to secure origins only (http only on localhost)`)
+      throw new ConfigError(`Invalid configuration: WEBAUTHN_ORIGINS: ${origin} is not https: browsers offer passkeys to secure origins only (http only on localhost)`)
     }
     if (parsed.hostname !== rpId && !parsed.hostname.endsWith(`.${rpId}`)) {
-      throw new ConfigError(`Invalid configuration: WebAuthn origin ${origin} is not on the RP id ${rpId} or a subdomain of it (WEBAUTHN_RP_ID, WEBAUTHN_ORIGINS, PUBLIC_URL): browsers would refuse every passkey there`)
+      throw new ConfigError(`Invalid configuration: WEBAUTHN_ORIGINS: ${origin} is not on the RP id ${rpId} (WEBAUTHN_RP_ID, or the host of PUBLIC_URL) or a subdomain of it: browsers would refuse every passkey there`)
     }
   }
   return { webauthnRpId: rpId, webauthnOrigins: origins }

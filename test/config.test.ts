@@ -49,6 +49,27 @@ t.test('session settings', async (t) => {
   t.throws(() => loadConfig({ ACCESS_TOKEN_TTL: '2h', REFRESH_TOKEN_TTL: '1h' }, false), { name: 'ConfigError', message: /REFRESH_TOKEN_TTL must be longer/ })
 })
 
+t.test('passkeys: the relying party follows PUBLIC_URL, and what is set must be one browsers accept', async (t) => {
+  t.match(loadConfig({}, false).auth, { webauthnRpId: 'localhost', webauthnOrigins: ['http://localhost:3000'], webauthnRpName: 'User and product service', recentSignInMaxAgeMs: 0 }, 'development: localhost')
+  t.match(loadConfig({ PUBLIC_URL: 'https://shop.example.com/', RECENT_SIGN_IN_MAX_AGE: '15m' }, false).auth, { webauthnRpId: 'shop.example.com', webauthnOrigins: ['https://shop.example.com'], recentSignInMaxAgeMs: 900_000 })
+  t.match(loadConfig({ PUBLIC_URL: 'http://127.0.0.1:3000' }, false).auth, { webauthnRpId: '127.0.0.1' }, 'unset and derived from an IP address: started (passkeys just will not work there)')
+  t.match(loadConfig({ WEBAUTHN_RP_ID: 'example.com', WEBAUTHN_ORIGINS: 'https://shop.example.com, https://example.com' }, false).auth,
+    { webauthnRpId: 'example.com', webauthnOrigins: ['https://shop.example.com', 'https://example.com'] }, 'a parent domain serves its subdomains')
+  const refused: Array<[Record<string, string>, RegExp]> = [
+    [{ WEBAUTHN_RP_ID: '10.0.0.1' }, /WEBAUTHN_RP_ID: "10.0.0.1".*IP address/],
+    [{ WEBAUTHN_RP_ID: 'example.com', WEBAUTHN_ORIGINS: 'https://example.org' }, /WEBAUTHN_ORIGINS: https:\/\/example.org is not on the RP id example.com/],
+    [{ WEBAUTHN_RP_ID: 'example.com', WEBAUTHN_ORIGINS: 'https://badexample.com' }, /not on the RP id/],
+    [{ WEBAUTHN_RP_ID: 'shop.example.com', WEBAUTHN_ORIGINS: 'https://example.com' }, /not on the RP id/],
+    [{ WEBAUTHN_ORIGINS: 'http://shop.example.com', WEBAUTHN_RP_ID: 'shop.example.com' }, /WEBAUTHN_ORIGINS: http:\/\/shop.example.com is not https/],
+    [{ WEBAUTHN_ORIGINS: 'https://shop.example.com/login', WEBAUTHN_RP_ID: 'shop.example.com' }, /WEBAUTHN_ORIGINS: "https:\/\/shop.example.com\/login" is not an origin/],
+    [{ PUBLIC_URL: 'https://shop.example.com', WEBAUTHN_ORIGINS: 'https://other.example.net' }, /not on the RP id shop.example.com/],
+    [{ WEBAUTHN_RP_ID: 'Shop.Example.com' }, /WEBAUTHN_RP_ID/],
+    [{ RECENT_SIGN_IN_MAX_AGE: 'soon' }, /RECENT_SIGN_IN_MAX_AGE/]
+  ]
+  for (const [env, message] of refused) t.throws(() => loadConfig(env, false), { name: 'ConfigError', message }, JSON.stringify(env))
+  t.match(loadConfig({ WEBAUTHN_ORIGINS: 'http://localhost:5173,http://app.localhost:3000' }, false).auth, { webauthnRpId: 'localhost' }, 'plain http on localhost and its subdomains')
+})
+
 t.test('browser origins and cookies: impossible combinations stop the service', async (t) => {
   t.same(loadConfig({ CSRF_TRUSTED_ORIGINS: 'https://app.example.com' }, false).auth.corsOrigins, ['https://app.example.com'], 'CSRF_TRUSTED_ORIGINS is read as an alias of CORS_ORIGINS')
   t.throws(() => loadConfig({ CORS_ORIGINS: 'https://a.example', CSRF_TRUSTED_ORIGINS: 'https://b.example' }, false), { name: 'ConfigError', message: /CORS_ORIGINS or CSRF_TRUSTED_ORIGINS/ }, 'not both')
