@@ -108,7 +108,13 @@ const VALID: Record<string, fc.Arbitrary<string>> = {
   // Any well-formed text, emoji and other astral characters included (paired surrogates).
   title: fc.string({ unit: 'grapheme', minLength: 1, maxLength: 30 }).map((s) => JSON.stringify(s)),
   description: fc.string({ unit: 'grapheme', maxLength: 30 }).map((s) => JSON.stringify(s)),
-  amount: fc.integer({ min: 0, max: 1_000_000 }).map(String)
+  amount: fc.integer({ min: 0, max: 1_000_000 }).map(String),
+  // The second step and passkeys: well-formed values that name nothing live.
+  mfaToken: fc.stringMatching(/^[A-Za-z0-9_-]{43}$/).map((s) => JSON.stringify(s)),
+  code: fc.stringMatching(/^[0-9]{6}$/).map((s) => JSON.stringify(s)),
+  name: fc.string({ unit: 'grapheme', minLength: 1, maxLength: 30 }).map((s) => JSON.stringify(s)),
+  // Shaped as both an assertion and a registration (the schemas allow the other's fields).
+  response: fc.constant(JSON.stringify({ id: 'AAAA', rawId: 'AAAA', type: 'public-key', response: { clientDataJSON: 'e30', authenticatorData: 'AAAA', signature: 'AAAA', attestationObject: 'AAAA' }, clientExtensionResults: {} }))
 }
 
 /** Bodies shaped like the route's schema: its own fields, some valid, some hostile, plus extra keys. */
