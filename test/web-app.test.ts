@@ -4,7 +4,7 @@
  */
 import { readdir, readFile } from 'node:fs/promises'
 import t from 'tap'
-import { WEB_ROOT } from '../src/plugins/web-app.js'
+import { WEB_ROOT, WEBAUTHN_BUNDLE, WEBAUTHN_SCRIPT } from '../src/plugins/web-app.js'
 import { assertProblem } from './helpers/assertions.js'
 import { build } from './helpers/build.js'
 
@@ -29,8 +29,28 @@ t.test('WEB_APP on (the default): the files at /, with the strict CSP; other pat
   assertProblem(t, await app.inject({ method: 'GET', url: '/../package.json' }), 404, 'NOT_FOUND')
 })
 
+t.test('@simplewebauthn/browser for the passkeys: one file from node_modules, cached as the app\'s files are; the QR code (a data: image) passes the CSP', async (t) => {
+  const app = await build(t)
+  const script = await app.inject({ method: 'GET', url: WEBAUTHN_SCRIPT })
+  t.equal(script.statusCode, 200)
+  t.match(script.headers['content-type'], /^(text|application)\/javascript/)
+  t.equal(script.body, await readFile(WEBAUTHN_BUNDLE, 'utf8'), 'the package\'s bundle')
+  t.match(script.body, /^\/\* \[@simplewebauthn\/browser@\d/, 'its banner')
+  const page = await app.inject({ method: 'GET', url: '/app.js' })
+  t.equal(script.headers['cache-control'], page.headers['cache-control'], 'the same cache policy as the app\'s own files')
+  t.ok(script.headers.etag, 'revalidated by ETag')
+  t.equal((await app.inject({ method: 'GET', url: WEBAUTHN_SCRIPT, headers: { 'if-none-match': script.headers.etag as string } })).statusCode, 304)
+  t.match(page.body, `import '${WEBAUTHN_SCRIPT}'`, 'the app loads it')
+  const csp = String(page.headers['content-security-policy'])
+  t.match(csp, /(^|;)\s*img-src [^;]*\bdata:/, 'images from data: (the TOTP QR code)')
+  t.match(csp, /(^|;)\s*script-src 'self'(;|$)/, 'scripts from the service only')
+  const spec = (await app.inject({ method: 'GET', url: '/docs/json' })).json()
+  t.notOk(spec.paths?.[WEBAUTHN_SCRIPT], 'not an API route')
+})
+
 t.test('WEB_APP=false: no files at /', async (t) => {
   const app = await build(t, { env: { WEB_APP: 'false' } })
   assertProblem(t, await app.inject({ method: 'GET', url: '/' }), 404, 'NOT_FOUND')
   assertProblem(t, await app.inject({ method: 'GET', url: '/app.js' }), 404, 'NOT_FOUND')
+  assertProblem(t, await app.inject({ method: 'GET', url: WEBAUTHN_SCRIPT }), 404, 'NOT_FOUND')
 })
