@@ -1,6 +1,10 @@
 // The web app: one page whose sections are shown by state (logged in or not). Every form
 // reports its errors in its own role=alert paragraph; successes go to the status line.
 import { api } from './api.js'
+// @simplewebauthn/browser's bundle, served by the service: it sets globalThis.SimpleWebAuthnBrowser.
+import '/vendor/simplewebauthn-browser.js'
+
+const { browserSupportsWebAuthn, startAuthentication, startRegistration } = globalThis.SimpleWebAuthnBrowser
 
 const $ = (selector) => document.querySelector(selector)
 const PAGE = 10
@@ -8,6 +12,10 @@ let me = null
 let cursor = null
 // The token of a password-reset link, from the address's fragment (never sent to the server).
 let resetToken = null
+// The login's second step while it is asked for: POST /api/auth/login's 202 (mfaToken, methods).
+let mfa = null
+// GET /api/security: the second factors of the signed-in account.
+let security = null
 
 const forms = {
   login: $('#login'),
@@ -17,10 +25,37 @@ const forms = {
   deleteAccount: $('#delete-account'),
   create: $('#create'),
   forgot: $('#forgot'),
-  reset: $('#reset-password')
+  reset: $('#reset-password'),
+  secondStep: $('#second-step'),
+  totpStart: $('#totp-start'),
+  totpConfirm: $('#totp-confirm'),
+  totpDisable: $('#totp-disable'),
+  recoveryNew: $('#recovery-new'),
+  passkeyAdd: $('#passkey-add')
 }
 
 function say (message) { $('#status').textContent = message }
+
+/** A 401 that means the session is over (not a wrong code or a refused passkey). */
+function sessionEnded (failure) {
+  return me !== null && failure.status === 401 && !/^(MFA|PASSKEY)_/.test(failure.code ?? '')
+}
+
+/** The browser's passkey prompt failed: what the user can do about it. */
+function passkeyFailure (error) {
+  if (error.name === 'NotAllowedError') return 'No passkey was used: the prompt was closed, timed out, or found no passkey for this site.'
+  return `The browser could not use a passkey: ${error.message}`
+}
+
+/** Asks the browser for a passkey's signature over the options `optionsUrl` answers. */
+async function passkeyAssertion (optionsUrl, body) {
+  const optionsJSON = await api('POST', optionsUrl, body)
+  try {
+    return await startAuthentication({ optionsJSON })
+  } catch (error) {
+    throw new Error(passkeyFailure(error))
+  }
+}
 
 /** Runs `action` for a form's submit: its button disabled meanwhile, its error shown in the form. */
 function handle (form, action) {
@@ -34,7 +69,24 @@ function handle (form, action) {
       await action(new FormData(form))
     } catch (failure) {
       error.textContent = failure.message
-      if (failure.status === 401 && form !== forms.login) loggedOut('Your session has ended: log in again.')
+      if (sessionEnded(failure)) loggedOut('Your session has ended: log in again.')
+    } finally {
+      button.disabled = false
+    }
+  })
+}
+
+/** Runs `action` when `button` (of `form`, not its submit) is clicked: its error shown in the form. */
+function clicked (button, form, action) {
+  button.addEventListener('click', async () => {
+    const error = form.querySelector('.error')
+    error.textContent = ''
+    button.disabled = true
+    try {
+      await action()
+    } catch (failure) {
+      error.textContent = failure.message
+      if (sessionEnded(failure)) loggedOut('Your session has ended: log in again.')
     } finally {
       button.disabled = false
     }
@@ -44,11 +96,17 @@ function handle (form, action) {
 function show () {
   const inside = me !== null
   const resetting = resetToken !== null
+  const stepping = mfa !== null
   $('#reset').hidden = !resetting
   $('#auth').hidden = inside || resetting
-  forms.signup.hidden = inside
-  $('#forgot-open').hidden = false
+  forms.login.hidden = stepping
+  forms.secondStep.hidden = !stepping
+  forms.signup.hidden = inside || stepping
+  $('#forgot-open').hidden = stepping
+  if (stepping) forms.forgot.hidden = true
+  $('#passkey-login').hidden = !browserSupportsWebAuthn()
   $('#profile').hidden = !inside || resetting
+  $('#security').hidden = !inside || resetting
   $('#nav').hidden = !inside
   forms.create.hidden = !inside
   $('#products').hidden = resetting
@@ -69,29 +127,109 @@ function show () {
 
 function loggedIn (user) {
   me = user
+  mfa = null
   localStorage.setItem('userId', String(user.id))
   show()
+  loadSecurity()
   reload()
 }
 
 function loggedOut (message) {
   me = null
+  mfa = null
+  security = null
   localStorage.removeItem('userId')
+  hideSecrets()
   show()
   reload()
   if (message) say(message)
   forms.login.username.focus()
 }
 
-async function logIn (username, password) {
-  const session = await api('POST', '/api/auth/login', { username, password, mode: 'cookie' })
+/** A new session (cookie mode): reads the account and shows the app. */
+async function signedIn (session) {
   loggedIn(await api('GET', `/api/user/${session.userId}`))
+  say(`Logged in as ${me.username}.`)
+}
+
+/** Logs in with a password; an account with two-step login answers 202 and the second step is asked for. */
+async function logIn (username, password) {
+  const answer = await api('POST', '/api/auth/login', { username, password, mode: 'cookie' })
+  if (answer.mfaToken !== undefined) secondStep(answer)
+  else await signedIn(answer)
 }
 
 handle(forms.login, async (data) => {
   await logIn(data.get('username'), data.get('password'))
   forms.login.reset()
-  say(`Logged in as ${me.username}.`)
+})
+
+clicked($('#passkey-login'), forms.login, async () => {
+  // A discoverable passkey: the browser offers this site's passkeys, no username needed.
+  const response = await passkeyAssertion('/api/auth/passkey/options', {})
+  await signedIn(await api('POST', '/api/auth/passkey/login', { response, mode: 'cookie' }))
+  forms.login.reset()
+})
+
+function secondStep (ticket) {
+  mfa = ticket
+  recoveryMode(false)
+  $('#second-step-passkey').hidden = !ticket.methods.includes('passkey') || !browserSupportsWebAuthn()
+  show()
+  forms.secondStep.code.focus()
+}
+
+/** Switches the second step between a code from the app and a recovery code. */
+function recoveryMode (on) {
+  const form = forms.secondStep
+  form.reset()
+  form.querySelector('.error').textContent = ''
+  for (const [field, shown] of [[form.code, !on], [form.recoveryCode, on]]) {
+    field.hidden = !shown
+    field.required = shown
+    form.querySelector(`label[for="${field.id}"]`).hidden = !shown
+  }
+  $('#second-step-hint').textContent = on
+    ? 'Enter one of the recovery codes you saved when you set up the app. Each works once.'
+    : 'Enter the code your authenticator app shows now.'
+  $('#second-step-switch').textContent = on ? 'Use a code from the app' : 'Use a recovery code'
+}
+
+/** Finishes the second step with `route`'s answer; an expired ticket goes back to the password. */
+async function secondStepDone (route, body) {
+  try {
+    await signedIn(await api('POST', route, { mfaToken: mfa.mfaToken, ...body }))
+  } catch (failure) {
+    if (failure.code !== 'MFA_TOKEN_INVALID') throw failure
+    mfa = null
+    show()
+    forms.login.querySelector('.error').textContent = 'The second step took too long or was already used: log in again.'
+    forms.login.username.focus()
+  }
+}
+
+handle(forms.secondStep, async (data) => {
+  const recovery = !forms.secondStep.recoveryCode.hidden
+  await secondStepDone('/api/auth/mfa/totp', recovery
+    ? { recoveryCode: data.get('recoveryCode').trim() }
+    : { code: data.get('code').trim() })
+})
+
+$('#second-step-switch').addEventListener('click', () => {
+  const on = forms.secondStep.recoveryCode.hidden
+  recoveryMode(on)
+  ;(on ? forms.secondStep.recoveryCode : forms.secondStep.code).focus()
+})
+
+clicked($('#second-step-passkey'), forms.secondStep, async () => {
+  const response = await passkeyAssertion('/api/auth/mfa/passkey/options', { mfaToken: mfa.mfaToken })
+  await secondStepDone('/api/auth/mfa/passkey', { response })
+})
+
+$('#second-step-cancel').addEventListener('click', () => {
+  mfa = null
+  show()
+  forms.login.username.focus()
 })
 
 handle(forms.signup, async (data) => {
@@ -188,6 +326,169 @@ handle(forms.deleteAccount, async (data) => {
   forms.deleteAccount.reset()
   loggedOut('Your account has been deleted.')
 })
+
+/** A date of the API as the reader's locale writes it. */
+const day = (iso) => new Date(iso).toLocaleDateString()
+
+/** Reads the account's second factors (GET /api/security) and shows them. */
+async function loadSecurity () {
+  $('#security-error').textContent = ''
+  try {
+    security = await api('GET', '/api/security')
+    showSecurity()
+  } catch (failure) {
+    if (sessionEnded(failure)) loggedOut('Your session has ended: log in again.')
+    else $('#security-error').textContent = failure.message
+  }
+}
+
+function showSecurity () {
+  if (security === null) return
+  const { totp, recoveryCodesLeft, passkeys } = security
+  const enrolling = !forms.totpConfirm.hidden
+  $('#totp-state').textContent = totp.enabled
+    ? `On since ${day(totp.enabledAt)}: after your password, the login asks for a code from the app${passkeys.length > 0 ? ' or a passkey' : ''}.`
+    : 'Off: your password alone logs you in.'
+  forms.totpStart.hidden = totp.enabled || enrolling
+  forms.totpDisable.hidden = !totp.enabled
+  forms.recoveryNew.hidden = !totp.enabled
+  $('#recovery-left').textContent = `Recovery codes left: ${recoveryCodesLeft} of 10.`
+  $('#passkeys-state').textContent = passkeys.length === 0
+    ? 'No passkeys yet. A passkey logs you in without a password, with your device\'s screen lock.'
+    : `${passkeys.length === 1 ? 'One passkey' : `${passkeys.length} passkeys`}: each logs you in without a password.`
+  $('#passkeys').replaceChildren(...passkeys.map(passkeyItem))
+}
+
+/** Shows codes that the service will never show again, until the user says they are saved. */
+function showRecoveryCodes (codes) {
+  $('#recovery-list').replaceChildren(...codes.map((code) => {
+    const li = document.createElement('li')
+    const text = document.createElement('code')
+    text.textContent = code
+    li.append(text)
+    return li
+  }))
+  $('#recovery-codes').hidden = false
+  $('#recovery-codes-title').focus()
+}
+
+/** Takes the key and the recovery codes off the page. */
+function hideSecrets () {
+  forms.totpConfirm.hidden = true
+  forms.totpConfirm.reset()
+  $('#totp-qr').removeAttribute('src')
+  $('#totp-secret').textContent = ''
+  $('#totp-uri').removeAttribute('href')
+  $('#recovery-codes').hidden = true
+  $('#recovery-list').replaceChildren()
+}
+
+$('#recovery-done').addEventListener('click', () => {
+  hideSecrets()
+  showSecurity()
+  $('#security-title').focus()
+})
+
+handle(forms.totpStart, async () => {
+  const { secret, uri, qrCode } = await api('POST', '/api/security/totp')
+  $('#totp-qr').src = qrCode
+  $('#totp-secret').textContent = secret
+  $('#totp-uri').href = uri
+  forms.totpConfirm.hidden = false
+  forms.totpStart.hidden = true
+  forms.totpConfirm.code.focus()
+})
+
+handle(forms.totpConfirm, async (data) => {
+  const { recoveryCodes } = await api('POST', '/api/security/totp/confirm', { code: data.get('code').trim() })
+  hideSecrets()
+  await loadSecurity()
+  say('Two-step login is on. Save your recovery codes now.')
+  showRecoveryCodes(recoveryCodes)
+})
+
+$('#totp-cancel').addEventListener('click', () => {
+  hideSecrets()
+  showSecurity()
+})
+
+handle(forms.totpDisable, async (data) => {
+  const password = data.get('password')
+  const code = data.get('code').trim()
+  if (password === '' && code === '') throw new Error('Enter your password or a code from the app.')
+  await api('POST', '/api/security/totp/disable', password !== '' ? { password } : { code })
+  forms.totpDisable.reset()
+  hideSecrets()
+  await loadSecurity()
+  say('Two-step login is off, and your recovery codes no longer work.')
+})
+
+handle(forms.recoveryNew, async () => {
+  const { recoveryCodes } = await api('POST', '/api/security/recovery-codes')
+  await loadSecurity()
+  say('New recovery codes: the old ones no longer work. Save these now.')
+  showRecoveryCodes(recoveryCodes)
+})
+
+handle(forms.passkeyAdd, async (data) => {
+  const optionsJSON = await api('POST', '/api/security/passkeys/options')
+  let response
+  try {
+    response = await startRegistration({ optionsJSON })
+  } catch (error) {
+    if (error.name === 'InvalidStateError') throw new Error('This device already holds a passkey of your account.')
+    throw new Error(passkeyFailure(error))
+  }
+  const name = data.get('name').trim()
+  const passkey = await api('POST', '/api/security/passkeys', name === '' ? { response } : { response, name })
+  forms.passkeyAdd.reset()
+  await loadSecurity()
+  say(`Passkey "${passkey.name}" added.`)
+})
+
+/** One passkey: its name, dates, a rename form and a delete button. */
+function passkeyItem (passkey, index) {
+  const li = document.createElement('li')
+  const title = document.createElement('strong')
+  title.textContent = passkey.name
+  const dates = document.createElement('p')
+  dates.textContent = `Added ${day(passkey.createdAt)}; ${passkey.lastUsedAt === null ? 'never used' : `last used ${day(passkey.lastUsedAt)}`}` +
+    (passkey.backedUp ? '; synced by your passkey provider.' : '; kept on one device.')
+  const form = document.createElement('form')
+  const label = document.createElement('label')
+  label.htmlFor = `passkey-name-${index}`
+  label.textContent = `New name for ${passkey.name}`
+  const input = document.createElement('input')
+  input.id = label.htmlFor
+  input.name = 'name'
+  input.required = true
+  input.maxLength = 64
+  input.value = passkey.name
+  const error = document.createElement('p')
+  error.className = 'error'
+  error.setAttribute('role', 'alert')
+  const rename = document.createElement('button')
+  rename.textContent = `Rename ${passkey.name}`
+  const remove = document.createElement('button')
+  remove.type = 'button'
+  remove.className = 'danger'
+  remove.textContent = `Delete ${passkey.name}`
+  form.append(label, input, error, rename, remove)
+  const url = `/api/security/passkeys/${encodeURIComponent(passkey.id)}`
+  handle(form, async (data) => {
+    const renamed = await api('PATCH', url, { name: data.get('name').trim() })
+    await loadSecurity()
+    say(`Passkey renamed to "${renamed.name}".`)
+  })
+  clicked(remove, form, async () => {
+    await api('DELETE', url)
+    await loadSecurity()
+    say(`Passkey "${passkey.name}" deleted: it no longer logs you in. Remove it from your device or passkey provider too.`)
+    $('#security-title').focus()
+  })
+  li.append(title, dates, form)
+  return li
+}
 
 $('#logout').addEventListener('click', async () => {
   try {
@@ -305,11 +606,13 @@ async function start () {
     }
   }
   show()
+  if (me !== null) loadSecurity()
   if (resetToken !== null) forms.reset.password.focus()
   if (link === '/verify-email' && token !== null) await verifyEmail(token)
   await reload()
 }
 
 $('#products-title').tabIndex = -1
+$('#security-title').tabIndex = -1
 $('#no-script').hidden = true
 start()
