@@ -7,6 +7,7 @@
  */
 import { existsSync } from 'node:fs'
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises'
+import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
 import { chromium, type Browser, type BrowserContext, type BrowserContextOptions, type Page } from 'playwright-core'
@@ -34,28 +35,43 @@ export function chromiumAvailable (t: Tap): boolean {
 
 export interface Site {
   app: TestApp
-  /** http://127.0.0.1:<port> */
+  /** http://127.0.0.1:<port>, or http://localhost:<port> */
   base: string
   browser: Browser
   /** A fresh context (its own cookies and storage), closed at the end of the file. */
   context: (options?: BrowserContextOptions) => Promise<BrowserContext>
 }
 
+/** A port no one listens on now, on 127.0.0.1. */
+export async function freePort (): Promise<number> {
+  const server = createServer()
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const { port } = server.address() as { port: number }
+  await new Promise((resolve) => server.close(resolve))
+  return port
+}
+
 /**
  * The service on a free loopback port and a Chromium (`shared`, or one of its own), closed at
  * teardown. A second site of a file shares the first one's browser: a browser costs more
- * CPU to start than an app.
+ * CPU to start than an app. With `host: 'localhost'` the page opens http://localhost:<port>,
+ * which is also the service's PUBLIC_URL: WebAuthn's relying party ids cannot be IP addresses.
  */
-export async function site (t: Tap, options: BuildOptions = {}, shared?: Browser): Promise<Site> {
+export async function site (t: Tap, options: BuildOptions = {}, shared?: Browser, host: '127.0.0.1' | 'localhost' = '127.0.0.1'): Promise<Site> {
+  let port = 0
+  if (host === 'localhost') {
+    port = await freePort()
+    options = { ...options, env: { PUBLIC_URL: `http://localhost:${port}`, ...options.env } }
+  }
   const app = await build(t, options)
-  await app.listen({ port: 0, host: '127.0.0.1' })
-  const { port } = app.server.address() as { port: number }
+  await app.listen({ port, host: '127.0.0.1' })
+  port = (app.server.address() as { port: number }).port
   let browser = shared
   if (browser === undefined) {
     const launched = browser = await chromium.launch({ executablePath: CHROMIUM, args: ARGS, headless: true })
     t.teardown(async () => { await launched.close() })
   }
-  const base = `http://127.0.0.1:${port}`
+  const base = `http://${host}:${port}`
   const context = async (options: BrowserContextOptions = {}): Promise<BrowserContext> => {
     const created = await browser!.newContext({ baseURL: base, acceptDownloads: true, ...options })
     // Every wait ends when its condition holds; the bound only decides how long a broken
