@@ -44,6 +44,8 @@ function sessionEnded (failure) {
 /** The browser's passkey prompt failed: what the user can do about it. */
 function passkeyFailure (error) {
   if (error.name === 'NotAllowedError') return 'No passkey was used: the prompt was closed, timed out, or found no passkey for this site.'
+  // The relying party id is PUBLIC_URL's host name: another address of the service (an IP) cannot use it.
+  if (error.name === 'SecurityError') return `Passkeys work only at this service's own address (its PUBLIC_URL), not at ${location.host}.`
   return `The browser could not use a passkey: ${error.message}`
 }
 
@@ -462,7 +464,7 @@ function passkeyItem (passkey, index) {
   input.id = label.htmlFor
   input.name = 'name'
   input.required = true
-  input.maxLength = 64
+  input.maxLength = 100
   input.value = passkey.name
   const error = document.createElement('p')
   error.className = 'error'
