@@ -68,7 +68,7 @@ const codeFor = async (secret: string, at = Date.now()): Promise<string> => awai
 
 if (chromiumAvailable(t)) {
   t.test('passkeys and two-step login in the web app', async (t) => {
-    const { app, base, context } = await site(t, {}, undefined, 'localhost')
+    const { app, base, context, browser: chromium } = await site(t, {}, undefined, 'localhost')
     const user = newUser()
     t.equal((await app.inject({ method: 'POST', url: '/api/user', payload: user })).statusCode, 201)
     const browser = await context()
@@ -309,6 +309,84 @@ if (chromiumAvailable(t)) {
 
       const step = await toSecondStep(t, page, ['totp', 'recoveryCode'])
       t.notOk(await step.getByRole('button', { name: 'Use a passkey' }).isVisible(), 'no passkey offered at the second step')
+    })
+
+    await flow(t, browser, 'an expired second step goes back to the password; new recovery codes replace the old; turning the app off', async (t, page) => {
+      await page.goto('/')
+      // The ticket expires after 5 minutes: one the service no longer knows stands for it.
+      await page.route('**/api/auth/mfa/totp', async (route) => {
+        await route.continue({ postData: JSON.stringify({ ...route.request().postDataJSON(), mfaToken: 'x'.repeat(43) }) })
+      }, { times: 1 })
+      let step = await toSecondStep(t, page, ['totp', 'recoveryCode'])
+      await step.getByRole('button', { name: 'Use a recovery code' }).click()
+      await step.getByLabel('Recovery code').fill(recoveryCodes[1]!)
+      const expired = await answerTo(page, '/api/auth/mfa/totp', () => step.getByRole('button', { name: 'Continue' }).click())
+      t.match(await expired.json(), { status: 401, code: 'MFA_TOKEN_INVALID' })
+      await t.resolves(page.locator('#login').getByRole('alert').filter({ hasText: 'log in again' }).waitFor(), 'back to the password, saying why')
+      t.notOk(await step.isVisible())
+
+      step = await toSecondStep(t, page, ['totp', 'recoveryCode'])
+      await step.getByRole('button', { name: 'Use a recovery code' }).click()
+      await step.getByLabel('Recovery code').fill(recoveryCodes[1]!)
+      await step.getByRole('button', { name: 'Continue' }).click()
+      await t.resolves(status(page, `Logged in as ${user.username}`).waitFor(), 'the code the expired step did not use still works')
+      await t.resolves(page.getByText('Recovery codes left: 8 of 10.').waitFor())
+
+      const made = await answerTo(page, '/api/security/recovery-codes', () => page.getByRole('button', { name: 'Make new recovery codes' }).click())
+      t.equal(made.status(), 200)
+      await t.resolves(status(page, 'New recovery codes').waitFor())
+      const fresh = (await page.locator('#recovery-list li').allTextContents()).map((code) => code.trim())
+      t.same(fresh, (await made.json()).recoveryCodes, 'the ten new codes, shown')
+      await page.getByRole('button', { name: 'I have saved them' }).click()
+      await t.resolves(page.getByText('Recovery codes left: 10 of 10.').waitFor())
+
+      await logOut(t, page)
+      step = await toSecondStep(t, page, ['totp', 'recoveryCode'])
+      await step.getByRole('button', { name: 'Use a recovery code' }).click()
+      await step.getByLabel('Recovery code').fill(recoveryCodes[2]!)
+      const old = await answerTo(page, '/api/auth/mfa/totp', () => step.getByRole('button', { name: 'Continue' }).click())
+      t.match(await old.json(), { status: 401, code: 'MFA_CODE_INVALID' }, 'an old code no longer works')
+      await step.getByLabel('Recovery code').fill(fresh[0]!)
+      await step.getByRole('button', { name: 'Continue' }).click()
+      await t.resolves(status(page, `Logged in as ${user.username}`).waitFor(), 'a new one does')
+
+      const off = page.locator('#totp-disable')
+      await off.getByLabel('Password').fill('not my password')
+      await off.getByRole('button', { name: 'Turn off two-step login' }).click()
+      await t.resolves(off.getByRole('alert').filter({ hasText: /password/i }).waitFor(), 'a wrong password: the detail, and still logged in')
+      t.ok(await page.getByRole('heading', { name: 'Security' }).isVisible())
+      await off.getByLabel('Password').fill(user.password)
+      await off.getByRole('button', { name: 'Turn off two-step login' }).click()
+      await t.resolves(status(page, 'Two-step login is off').waitFor())
+      await t.resolves(page.getByText('Off: your password alone logs you in.').waitFor())
+      t.match(await security(page), { totp: { enabled: false }, recoveryCodesLeft: 0 })
+
+      await logOut(t, page)
+      const login = await logInWithPassword(page)
+      t.equal(login.status(), 200, 'the password alone logs in again')
+      await t.resolves(status(page, `Logged in as ${user.username}`).waitFor())
+    })
+
+    // Access cookies of 2 s: the settings' requests renew an expired one, as the others do.
+    await t.test('an expired access cookie is refreshed for the security settings too', async (t) => {
+      const { app, context } = await site(t, { env: { ACCESS_TOKEN_TTL: '2s' } }, chromium)
+      const other = newUser()
+      t.equal((await app.inject({ method: 'POST', url: '/api/user', payload: other })).statusCode, 201)
+      await flow(t, await context(), 'set up an authenticator app after the access cookie expired', async (t, page) => {
+        await page.goto('/')
+        const form = page.locator('#login')
+        await form.getByLabel('Username or e-mail').fill(other.username)
+        await form.getByLabel('Password').fill(other.password)
+        await form.getByRole('button', { name: 'Log in' }).click()
+        await page.getByRole('button', { name: 'Set up an authenticator app' }).waitFor()
+        await page.waitForTimeout(2500)
+        t.same(await page.context().cookies(`${page.url()}api/security`), [], 'the access cookie has expired')
+        const refreshes: number[] = []
+        page.on('response', (r) => { if (r.url().endsWith('/api/auth/refresh-token')) refreshes.push(r.status()) })
+        await page.getByRole('button', { name: 'Set up an authenticator app' }).click()
+        await t.resolves(page.locator('#totp-secret').filter({ hasText: /^[A-Z2-7]{16,}$/ }).waitFor(), 'the key is shown')
+        t.same(refreshes, [200], 'one refresh, then the request again')
+      })
     })
   })
 }
