@@ -10,7 +10,9 @@
  * then the password's second step by passkey, by code and by recovery code (once only).
  * Refused, with a message on the page: a cloned passkey whose counter went backwards, an
  * assertion made on another origin (which the relying party id allows, WEBAUTHN_ORIGINS
- * does not) and a deleted passkey still on the device.
+ * does not), the page opened at 127.0.0.1, and a deleted passkey still on the device. Then
+ * an expired second step, new recovery codes, turning the app off, and (2-second access
+ * cookies) the settings renewing an expired session as the other routes do.
  */
 import { createServer } from 'node:http'
 import { generate } from 'otplib'
@@ -283,6 +285,13 @@ if (chromiumAvailable(t)) {
       const refused = await fetch(`${base}/api/auth/passkey/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ response }) })
       t.equal(refused.status, 401)
       t.match(await refused.json(), { code: 'PASSKEY_REFUSED', detail: /origin/i })
+    })
+
+    await flow(t, browser, 'the page opened at 127.0.0.1 (an address the passkey is not for) says where passkeys work', async (t, page) => {
+      await page.goto(base.replace('localhost', '127.0.0.1') + '/')
+      await authenticator(page, device)
+      await page.getByRole('button', { name: 'Sign in with a passkey' }).click()
+      await t.resolves(page.locator('#login').getByRole('alert').filter({ hasText: 'Passkeys work only at this service\'s own address' }).waitFor())
     })
 
     await flow(t, browser, 'a deleted passkey is refused, though the device still holds it', async (t, page) => {
