@@ -197,10 +197,10 @@ function recoveryMode (on) {
   $('#second-step-switch').textContent = on ? 'Use a code from the app' : 'Use a recovery code'
 }
 
-/** Finishes the second step with `route`'s answer; an expired ticket goes back to the password. */
-async function secondStepDone (route, body) {
+/** Finishes the second step with the session `finish` answers; an expired ticket goes back to the password. */
+async function secondStepDone (finish) {
   try {
-    await signedIn(await api('POST', route, { mfaToken: mfa.mfaToken, ...body }))
+    await signedIn(await finish(mfa.mfaToken))
   } catch (failure) {
     if (failure.code !== 'MFA_TOKEN_INVALID') throw failure
     mfa = null
@@ -212,9 +212,8 @@ async function secondStepDone (route, body) {
 
 handle(forms.secondStep, async (data) => {
   const recovery = !forms.secondStep.recoveryCode.hidden
-  await secondStepDone('/api/auth/mfa/totp', recovery
-    ? { recoveryCode: data.get('recoveryCode').trim() }
-    : { code: data.get('code').trim() })
+  const proof = recovery ? { recoveryCode: data.get('recoveryCode').trim() } : { code: data.get('code').trim() }
+  await secondStepDone(async (mfaToken) => await api('POST', '/api/auth/mfa/totp', { mfaToken, ...proof }))
 })
 
 $('#second-step-switch').addEventListener('click', () => {
@@ -224,8 +223,10 @@ $('#second-step-switch').addEventListener('click', () => {
 })
 
 clicked($('#second-step-passkey'), forms.secondStep, async () => {
-  const response = await passkeyAssertion('/api/auth/mfa/passkey/options', { mfaToken: mfa.mfaToken })
-  await secondStepDone('/api/auth/mfa/passkey', { response })
+  await secondStepDone(async (mfaToken) => {
+    const response = await passkeyAssertion('/api/auth/mfa/passkey/options', { mfaToken })
+    return await api('POST', '/api/auth/mfa/passkey', { mfaToken, response })
+  })
 })
 
 $('#second-step-cancel').addEventListener('click', () => {
