@@ -7,7 +7,7 @@
  */
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
-import { sql } from '../../db/sql.js'
+import { sql, type Transaction } from '../../db/sql.js'
 import type { PrismaClient } from '../../generated/prisma/client.js'
 
 export interface PasskeyRow {
@@ -25,10 +25,14 @@ export interface PasskeyRow {
 const PASSKEY_COLUMNS = `id, user_id AS "userId", public_key AS "publicKey", counter::float8 AS counter, coalesce(transports, '{}') AS transports,
   name, backed_up AS "backedUp", created_at AS "createdAt", last_used_at AS "lastUsedAt"`
 
-const INSERT_CODES_SQL = 'INSERT INTO recovery_codes (digest, user_id) SELECT unnest($2::bytea[]), $1'
-
 export function factorsRepository (prisma: PrismaClient) {
   const db = sql(prisma)
+
+  /** In `tx`: the user's recovery codes become these, the old ones gone. */
+  async function setRecoveryCodes (userId: number, digests: Buffer[], tx: Transaction): Promise<void> {
+    await db.rows('recovery-codes-clear', 'DELETE FROM recovery_codes WHERE user_id = $1', [userId], tx)
+    await db.rows('recovery-codes-insert', 'INSERT INTO recovery_codes (digest, user_id) SELECT unnest($2::bytea[]), $1', [userId, digests], tx)
+  }
   return {
     /** TOTP's state and the number of recovery codes left. */
     async state (userId: number): Promise<{ totpEnabledAt: Date | null, recoveryCodesLeft: number }> {
@@ -62,10 +66,8 @@ export function factorsRepository (prisma: PrismaClient) {
     async enableTotp (userId: number, secret: Buffer, step: number, digests: Buffer[]): Promise<boolean> {
       return await db.transaction('totp-enable', async (tx) => {
         const rows = await db.rows('totp-enable', 'UPDATE totp_factors SET enabled_at = now(), last_step = $3 WHERE user_id = $1 AND secret = $2 AND enabled_at IS NULL RETURNING 1', [userId, secret, step], tx)
-        if (rows.length === 0) return false
-        await db.rows('recovery-codes-clear', 'DELETE FROM recovery_codes WHERE user_id = $1', [userId], tx)
-        await db.rows('recovery-codes-insert', INSERT_CODES_SQL, [userId, digests], tx)
-        return true
+        if (rows.length > 0) await setRecoveryCodes(userId, digests, tx)
+        return rows.length > 0
       })
     },
 
@@ -87,10 +89,8 @@ export function factorsRepository (prisma: PrismaClient) {
     async replaceRecoveryCodes (userId: number, digests: Buffer[]): Promise<boolean> {
       return await db.transaction('recovery-codes-replace', async (tx) => {
         const on = await db.rows('totp-lock', 'SELECT 1 FROM totp_factors WHERE user_id = $1 AND enabled_at IS NOT NULL FOR UPDATE', [userId], tx)
-        if (on.length === 0) return false
-        await db.rows('recovery-codes-clear', 'DELETE FROM recovery_codes WHERE user_id = $1', [userId], tx)
-        await db.rows('recovery-codes-insert', INSERT_CODES_SQL, [userId, digests], tx)
-        return true
+        if (on.length > 0) await setRecoveryCodes(userId, digests, tx)
+        return on.length > 0
       })
     },
 
