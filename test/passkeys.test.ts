@@ -1,0 +1,304 @@
+/**
+ * Passkeys over real HTTP (the app listening, fetch), with the software authenticator of
+ * test/helpers/soft-authenticator.ts (real P-256 keys and signatures): registration, the
+ * list, rename and delete; passwordless sign-in; a passkey as the second step after a password
+ * login with TOTP on (codes from otplib, not the service's otpauth); and what must be refused:
+ * a counter that goes backwards (a cloned key), a wrong origin, a deleted passkey, a challenge
+ * used twice, made up or expired (Redis's TTL cut short: nothing in the app shortens it), no
+ * user verification, another user's passkey. Then two replicas:
+ * the challenge of one is redeemed on the other through Redis, and is not without it.
+ *
+ * The service believes PUBLIC_URL's origin; the authenticator reports that origin in its
+ * client data whichever address the request goes to, as a browser behind a proxy would.
+ */
+import type { PublicKeyCredentialCreationOptionsJSON, PublicKeyCredentialRequestOptionsJSON } from '@simplewebauthn/server'
+import { generateSync } from 'otplib'
+import t, { type Test } from 'tap'
+import { assertProblem, type Answer } from './helpers/assertions.js'
+import { build, newUser, type BuildOptions, type TestApp } from './helpers/build.js'
+import { createTestDatabase } from './helpers/database.js'
+import { testRedis } from './helpers/redis.js'
+import { SoftAuthenticator } from './helpers/soft-authenticator.js'
+
+const ORIGIN = 'http://localhost:3000'
+const ENV = { PUBLIC_URL: ORIGIN }
+
+interface Reply extends Answer { status: number, data: any }
+
+/** A listening app and a fetch client for it. */
+async function start (t: Test, options: BuildOptions = {}) {
+  const app: TestApp = await build(t, { ...options, env: { ...ENV, ...options.env } })
+  await app.listen({ port: 0, host: '127.0.0.1' })
+  const base = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`
+  const call = async (method: string, path: string, body?: unknown, token?: string): Promise<Reply> => {
+    const headers: Record<string, string> = {}
+    if (body !== undefined) headers['content-type'] = 'application/json'
+    if (token !== undefined) headers.authorization = `Bearer ${token}`
+    const res = await fetch(base + path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) })
+    const text = await res.text()
+    let data: any
+    try { data = JSON.parse(text) } catch { data = undefined }
+    return { status: res.status, statusCode: res.status, headers: Object.fromEntries(res.headers), body: text, json: () => data, data }
+  }
+  return { app, base, call }
+}
+type Server = Awaited<ReturnType<typeof start>>
+
+/** Registers a user and logs in with the password: its bearer token. */
+async function signedUp ({ call }: Server) {
+  const user = newUser()
+  const created = await call('POST', '/api/user', user)
+  if (created.status !== 201) throw new Error(`register: ${created.status} ${created.body}`)
+  const login = await call('POST', '/api/auth/login', { username: user.username, password: user.password })
+  if (login.status !== 200) throw new Error(`login: ${login.status} ${login.body}`)
+  return { ...user, id: created.data.id as number, token: login.data.token as string }
+}
+
+/** Adds a passkey of `authenticator` to the signed-in user: the 201's body. */
+async function addPasskey ({ call }: Server, token: string, authenticator: SoftAuthenticator, name?: string) {
+  const options = await call('POST', '/api/security/passkeys/options', undefined, token)
+  if (options.status !== 200) throw new Error(`options: ${options.status} ${options.body}`)
+  const response = authenticator.register(options.data as PublicKeyCredentialCreationOptionsJSON, ORIGIN)
+  const added = await call('POST', '/api/security/passkeys', { response, ...(name === undefined ? {} : { name }) }, token)
+  if (added.status !== 201) throw new Error(`add: ${added.status} ${added.body}`)
+  return added.data as { id: string, name: string, createdAt: string, lastUsedAt: string | null, backedUp: boolean }
+}
+
+/** Passwordless sign-in: options, the authenticator's assertion (signed with `origin`), login. */
+async function passwordless ({ call }: Server, authenticator: SoftAuthenticator, how: { origin?: string, credentialId?: string, userVerification?: boolean } = {}) {
+  const options = await call('POST', '/api/auth/passkey/options', {})
+  if (options.status !== 200) throw new Error(`options: ${options.status} ${options.body}`)
+  const response = authenticator.authenticate(options.data as PublicKeyCredentialRequestOptionsJSON, how.origin ?? ORIGIN, how)
+  return await call('POST', '/api/auth/passkey/login', { response })
+}
+
+const totpCode = (secret: string, offsetSteps = 0) => generateSync({ secret, epoch: Math.floor(Date.now() / 1000) + 30 * offsetSteps })
+
+t.test('register a passkey, list, rename, delete', async (t) => {
+  const server = await start(t)
+  const { call } = server
+  const me = await signedUp(server)
+  const authenticator = new SoftAuthenticator()
+
+  const options = await call('POST', '/api/security/passkeys/options', undefined, me.token)
+  t.equal(options.status, 200, options.body)
+  const creation = options.data as PublicKeyCredentialCreationOptionsJSON
+  t.equal(creation.rp.id, 'localhost', 'the RP id: the host of PUBLIC_URL')
+  t.equal(creation.authenticatorSelection?.residentKey, 'required')
+  t.equal(creation.authenticatorSelection?.userVerification, 'required')
+  t.ok(creation.pubKeyCredParams.some((p) => p.alg === -7), 'ES256 accepted')
+  const response = authenticator.register(creation, ORIGIN)
+  const added = await call('POST', '/api/security/passkeys', { response, name: 'Laptop' }, me.token)
+  t.equal(added.status, 201, added.body)
+  t.match(added.data, { id: response.id, name: 'Laptop', lastUsedAt: null, backedUp: false })
+  t.ok(Date.parse(added.data.createdAt) > Date.now() - 60_000, 'createdAt')
+
+  const security = await call('GET', '/api/security', undefined, me.token)
+  t.equal(security.status, 200)
+  t.same(security.data.passkeys.map((p: { id: string }) => p.id), [response.id], 'listed')
+  t.same(security.data.totp, { enabled: false, enabledAt: null })
+
+  const again = await call('POST', '/api/security/passkeys/options', undefined, me.token)
+  t.same((again.data as PublicKeyCredentialCreationOptionsJSON).excludeCredentials?.map((c) => c.id), [response.id], 'the next options exclude it')
+  t.throws(() => authenticator.register(again.data, ORIGIN), /InvalidStateError/, 'so the same authenticator does not register twice')
+
+  const second = await addPasskey(server, me.token, new SoftAuthenticator({ backedUp: true }))
+  t.equal(second.backedUp, true, 'a synced passkey says so')
+  t.equal(typeof second.name, 'string', 'a default name')
+
+  const renamed = await call('PATCH', `/api/security/passkeys/${response.id}`, { name: 'Work laptop' }, me.token)
+  t.equal(renamed.status, 200, renamed.body)
+  t.equal(renamed.data.name, 'Work laptop')
+  const deleted = await call('DELETE', `/api/security/passkeys/${response.id}`, undefined, me.token)
+  t.equal(deleted.status, 204, deleted.body)
+  const after = await call('GET', '/api/security', undefined, me.token)
+  t.same(after.data.passkeys.map((p: { id: string }) => p.id), [second.id], 'one left')
+  assertProblem(t, await call('DELETE', `/api/security/passkeys/${response.id}`, undefined, me.token), 404, 'NOT_FOUND')
+
+  const unsigned = authenticator.register((await call('POST', '/api/security/passkeys/options', undefined, me.token)).data, 'http://evil.example')
+  assertProblem(t, await call('POST', '/api/security/passkeys', { response: unsigned }, me.token), 400, 'PASSKEY_NOT_REGISTERED')
+})
+
+t.test("another user's passkey: PATCH and DELETE answer 404", async (t) => {
+  const server = await start(t)
+  const alice = await signedUp(server)
+  const bob = await signedUp(server)
+  const key = await addPasskey(server, alice.token, new SoftAuthenticator())
+  assertProblem(t, await server.call('PATCH', `/api/security/passkeys/${key.id}`, { name: 'mine now' }, bob.token), 404, 'NOT_FOUND')
+  assertProblem(t, await server.call('DELETE', `/api/security/passkeys/${key.id}`, undefined, bob.token), 404, 'NOT_FOUND')
+  const kept = await server.call('GET', '/api/security', undefined, alice.token)
+  t.match(kept.data.passkeys, [{ id: key.id, name: key.name }], 'unchanged for its owner')
+})
+
+t.test('passwordless sign-in with a passkey', async (t) => {
+  const server = await start(t)
+  const me = await signedUp(server)
+  const authenticator = new SoftAuthenticator()
+  const key = await addPasskey(server, me.token, authenticator)
+
+  const options = await server.call('POST', '/api/auth/passkey/options')
+  t.equal(options.status, 200, options.body)
+  t.equal(options.data.userVerification, 'required')
+  t.same(options.data.allowCredentials ?? [], [], 'no allowCredentials: the authenticator offers its discoverable credential')
+  const login = await passwordless(server, authenticator)
+  t.equal(login.status, 200, login.body)
+  t.equal(login.data.userId, me.id)
+  t.equal(typeof login.data.token, 'string')
+  const security = await server.call('GET', '/api/security', undefined, login.data.token)
+  t.equal(security.status, 200, 'the session works')
+  t.same(security.data.session.methods, ['passkey'])
+  t.ok(security.data.passkeys[0].lastUsedAt !== null, 'lastUsedAt set')
+  t.equal(security.data.passkeys[0].id, key.id)
+})
+
+t.test('a passkey as the second step after the password, with TOTP on', async (t) => {
+  const server = await start(t)
+  const { call } = server
+  const me = await signedUp(server)
+
+  const enrol = await call('POST', '/api/security/totp', undefined, me.token)
+  t.equal(enrol.status, 200, enrol.body)
+  t.match(enrol.data, { secret: /^[A-Z2-7]+=*$/, uri: /^otpauth:\/\/totp\//, qrCode: /^data:image\/svg\+xml;base64,/ })
+  const wrong = await call('POST', '/api/security/totp/confirm', { code: totpCode(enrol.data.secret, 10) }, me.token)
+  t.equal(wrong.status, 400, 'a code of another time refused')
+  const confirmed = await call('POST', '/api/security/totp/confirm', { code: totpCode(enrol.data.secret) }, me.token)
+  t.equal(confirmed.status, 200, confirmed.body)
+  t.equal(confirmed.data.recoveryCodes.length, 10)
+  t.equal((await call('GET', '/api/security', undefined, me.token)).data.totp.enabled, true)
+  const again = await call('POST', '/api/security/totp', undefined, me.token)
+  t.equal(again.status, 409, 'no second enrolment while on')
+  // mfa-contract.md names other codes than the server answers (reported): kept as TODOs.
+  const todo = 'the server answers TOTP_CODE_INVALID and TOTP_ENABLED'
+  t.equal(wrong.data.code, 'MFA_CODE_INVALID', 'contract: confirm with a wrong code is 400 MFA_CODE_INVALID', { todo })
+  t.equal(again.data.code, 'TOTP_ALREADY_ON', 'contract: an enrolment with TOTP on is 409 TOTP_ALREADY_ON', { todo })
+
+  const withoutPasskey = await call('POST', '/api/auth/login', { username: me.username, password: me.password })
+  t.equal(withoutPasskey.status, 202, withoutPasskey.body)
+  t.same(withoutPasskey.data.methods, ['totp', 'recoveryCode'], 'no passkey yet: not offered')
+  const authenticator = new SoftAuthenticator()
+  await addPasskey(server, me.token, authenticator)
+
+  const first = await call('POST', '/api/auth/login', { username: me.username, password: me.password })
+  t.equal(first.status, 202, first.body)
+  t.notOk('token' in first.data || 'refreshToken' in first.data, 'no token yet')
+  t.equal(first.headers['set-cookie'], undefined, 'no cookie')
+  t.same(first.data.methods, ['totp', 'recoveryCode', 'passkey'])
+  t.equal(first.data.expiresIn, 300)
+
+  const options = await call('POST', '/api/auth/mfa/passkey/options', { mfaToken: first.data.mfaToken })
+  t.equal(options.status, 200, options.body)
+  t.same(options.data.allowCredentials.map((c: { id: string }) => c.id), [authenticator.credentials[0]!.id], "allowCredentials: the user's passkey")
+
+  // Another account's passkey, offered anyway (an authenticator ignoring allowCredentials), does not complete this step.
+  const other = await signedUp(server)
+  const stranger = new SoftAuthenticator()
+  await addPasskey(server, other.token, stranger)
+  const foreign = await call('POST', '/api/auth/mfa/passkey', { mfaToken: first.data.mfaToken, response: stranger.authenticate({ ...options.data, allowCredentials: [] }, ORIGIN) })
+  t.match(assertProblem(t, foreign, 401, 'PASSKEY_REFUSED').detail, /not registered/)
+
+  const retry = await call('POST', '/api/auth/mfa/passkey/options', { mfaToken: first.data.mfaToken })
+  const response = authenticator.authenticate(retry.data, ORIGIN)
+  const done = await call('POST', '/api/auth/mfa/passkey', { mfaToken: first.data.mfaToken, response })
+  t.equal(done.status, 200, `the ticket survives a refused attempt; the passkey completes it: ${done.body}`)
+  t.equal(done.data.userId, me.id)
+  const session = await call('GET', '/api/security', undefined, done.data.token)
+  t.same(session.data.session.methods, ['password', 'passkey'], 'the session: password, then passkey')
+  assertProblem(t, await call('POST', '/api/auth/mfa/passkey', { mfaToken: first.data.mfaToken, response }), 401, 'MFA_TOKEN_INVALID')
+  assertProblem(t, await call('POST', '/api/auth/mfa/passkey/options', { mfaToken: first.data.mfaToken }), 401, 'MFA_TOKEN_INVALID')
+
+  const byCode = await call('POST', '/api/auth/login', { username: me.username, password: me.password })
+  const viaTotp = await call('POST', '/api/auth/mfa/totp', { mfaToken: byCode.data.mfaToken, code: totpCode(enrol.data.secret, 1) })
+  t.equal(viaTotp.status, 200, `or a TOTP code (the next step's: the confirmation took this one): ${viaTotp.body}`)
+})
+
+t.test('refused: a counter that goes backwards (a cloned key), a wrong origin, a deleted passkey, no user verification', async (t) => {
+  const server = await start(t)
+  const me = await signedUp(server)
+  const authenticator = new SoftAuthenticator()
+  const key = await addPasskey(server, me.token, authenticator)
+  const clone = authenticator.clone(key.id)
+  t.equal((await passwordless(server, authenticator)).status, 200, 'the original: counter 1')
+  t.equal((await passwordless(server, authenticator)).status, 200, 'the original: counter 2')
+  const refused = async (reply: Reply, reason: RegExp, what: string) => {
+    t.match(assertProblem(t, reply, 401, 'PASSKEY_REFUSED').detail, reason, what)
+  }
+  await refused(await passwordless(server, clone), /counter/i, 'the clone signs counter 1 after the original signed 2')
+  authenticator.credential(key.id).signCount = 1
+  await refused(await passwordless(server, authenticator), /counter/i, 'the counter set back to 2, once 2 was seen')
+  authenticator.credential(key.id).signCount = 100
+
+  await refused(await passwordless(server, authenticator, { origin: 'http://localhost:3001' }), /origin/i, 'another port')
+  await refused(await passwordless(server, authenticator, { origin: 'https://localhost.evil.example' }), /origin/i, 'another site')
+  await refused(await passwordless(server, authenticator, { userVerification: false }), /verif/i, 'no user verification')
+  t.equal((await passwordless(server, authenticator)).status, 200, 'the right one still signs in')
+
+  t.equal((await server.call('DELETE', `/api/security/passkeys/${key.id}`, undefined, me.token)).status, 204)
+  await refused(await passwordless(server, authenticator), /not registered/, 'deleted')
+})
+
+t.test('refused: a challenge used twice', async (t) => {
+  const server = await start(t)
+  const me = await signedUp(server)
+  const authenticator = new SoftAuthenticator()
+  await addPasskey(server, me.token, authenticator)
+  const options = (await server.call('POST', '/api/auth/passkey/options', {})).data
+  t.equal((await server.call('POST', '/api/auth/passkey/login', { response: authenticator.authenticate(options, ORIGIN) })).status, 200)
+  const twice = await server.call('POST', '/api/auth/passkey/login', { response: authenticator.authenticate(options, ORIGIN) })
+  t.match(assertProblem(t, twice, 401, 'PASSKEY_REFUSED').detail, /challenge/, 'a fresh assertion (counter 2) on a used challenge')
+  const forged = { ...options, challenge: Buffer.from('a challenge the service never issued').toString('base64url') }
+  t.match(assertProblem(t, await server.call('POST', '/api/auth/passkey/login', { response: authenticator.authenticate(forged, ORIGIN) }), 401, 'PASSKEY_REFUSED').detail, /challenge/, 'a made-up challenge')
+})
+
+t.test('an expired challenge', async (t) => {
+  t.comment('No setting or test tuning shortens the challenge TTL (CHALLENGE_TTL_MS, 5 min, a constant of src/modules/factors/service.ts): ' +
+    "expiry is shown with Redis's own, the key's TTL checked and then cut short behind the app's back")
+  const redis = await testRedis(t)
+  if (redis === undefined) return
+  const server = await start(t, { env: { REDIS_URL: redis.url, REDIS_KEY_PREFIX: redis.prefix } })
+  const me = await signedUp(server)
+  const authenticator = new SoftAuthenticator()
+  await addPasskey(server, me.token, authenticator)
+  const options = (await server.call('POST', '/api/auth/passkey/options', {})).data
+  const key = `${redis.prefix}challenges:webauthn:${options.challenge}`
+  const ttl = await redis.client.pttl(key)
+  t.ok(ttl > 290_000 && ttl <= 300_000, `the challenge is kept 5 min (PTTL ${ttl} ms)`)
+  await redis.client.pexpire(key, 1)
+  await new Promise((resolve) => setTimeout(resolve, 20))
+  const late = await server.call('POST', '/api/auth/passkey/login', { response: authenticator.authenticate(options, ORIGIN) })
+  t.match(assertProblem(t, late, 401, 'PASSKEY_REFUSED').detail, /challenge/)
+})
+
+t.test('replicas: options from one, verification on the other', async (t) => {
+  t.test('with Redis: registration and sign-in succeed across replicas', async (t) => {
+    const redis = await testRedis(t)
+    if (redis === undefined) return
+    const databaseUrl = await createTestDatabase(t)
+    const env = { REDIS_URL: redis.url, REDIS_KEY_PREFIX: redis.prefix }
+    const a = await start(t, { env, databaseUrl })
+    const b = await start(t, { env, databaseUrl })
+    const me = await signedUp(a)
+    const authenticator = new SoftAuthenticator()
+    const creation = await a.call('POST', '/api/security/passkeys/options', undefined, me.token)
+    const added = await b.call('POST', '/api/security/passkeys', { response: authenticator.register(creation.data, ORIGIN) }, me.token)
+    t.equal(added.status, 201, `registered on B with A's options: ${added.body}`)
+    const request = await a.call('POST', '/api/auth/passkey/options', {})
+    const login = await b.call('POST', '/api/auth/passkey/login', { response: authenticator.authenticate(request.data, ORIGIN) })
+    t.equal(login.status, 200, `signed in on B with A's challenge: ${login.body}`)
+  })
+
+  t.test('without Redis (each replica keeps its challenges in memory): the other replica does not know the challenge', async (t) => {
+    const databaseUrl = await createTestDatabase(t)
+    const a = await start(t, { databaseUrl })
+    const b = await start(t, { databaseUrl })
+    const me = await signedUp(a)
+    const authenticator = new SoftAuthenticator()
+    await addPasskey(a, me.token, authenticator)
+    const request = await a.call('POST', '/api/auth/passkey/options', {})
+    const response = authenticator.authenticate(request.data, ORIGIN)
+    t.match(assertProblem(t, await b.call('POST', '/api/auth/passkey/login', { response }), 401, 'PASSKEY_REFUSED').detail, /challenge/, 'sign-in: B never issued the challenge')
+    t.equal((await a.call('POST', '/api/auth/passkey/login', { response })).status, 200, 'A, which issued it, accepts the same assertion')
+    const creation = await a.call('POST', '/api/security/passkeys/options', undefined, me.token)
+    const added = await b.call('POST', '/api/security/passkeys', { response: new SoftAuthenticator().register(creation.data, ORIGIN) }, me.token)
+    assertProblem(t, added, 400, 'PASSKEY_NOT_REGISTERED')
+  })
+})
