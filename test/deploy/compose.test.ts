@@ -7,7 +7,9 @@
  * register, login, read, create, change, delete; a product image uploaded through the proxy
  * (multipart) and read back; a password reset through the mail catcher that .env.example
  * turns on (COMPOSE_PROFILES=mail): the e-mail, sent while the catcher was down, arrives once it
- * is back, read from its REST API on its loopback port, and its link sets the new password; a
+ * is back, read from its REST API on its loopback port, and its link sets the new password;
+ * TOTP enrolment and a second-step login, and a passkey (test/helpers/soft-authenticator.ts)
+ * registered and used to sign in, each step sent to another replica directly; a
  * restart keeps the data and the image (the `uploads` volume,
  * served by every replica); `stop` ends the API with exit 0 within its grace period;
  * `down -v` always.
@@ -25,10 +27,12 @@ import { get as httpGet, type IncomingHttpHeaders } from 'node:http'
 import os from 'node:os'
 import path from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
+import { generateSync } from 'otplib'
 import t from 'tap'
 import { envVariables } from '../../src/config.js'
 import { freePort } from '../../src/db/embedded.js'
 import { call, isAnswer } from '../faults/helpers/http.js'
+import { SoftAuthenticator } from '../helpers/soft-authenticator.js'
 import { composeCommand, copyCheckout, prepareDocker, run, type Run } from './helpers/docker.js'
 import { loadUsers, lostWrites, mixedLoad } from './helpers/load.js'
 
@@ -389,6 +393,43 @@ t.test('docker compose up --build serves the API from .env.example', { skip: wan
     t.equal(confirmed.status, 204, confirmed.text)
     t.equal((await http(base, 'POST', '/api/auth/login', { username: carol.username, password: carol.password })).status, 401, 'the old password no longer works')
     t.equal((await http(base, 'POST', '/api/auth/login', { username: carol.username, password: newPassword })).status, 200, 'the new one does')
+  })
+
+  await t.test('second factors across replicas: TOTP enrolment and a second-step login; a passkey registered and used for a passwordless sign-in, each step on another replica', async (t) => {
+    // The replicas addressed directly on the compose network (the host reaches it, as it
+    // reaches the proxy's statistics page): each step of a flow goes to the next replica, so
+    // every pending secret, ticket and challenge is read back by a replica that did not write it.
+    const ips = (await run('docker', ['inspect', '--format', '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}', ...apiIds])).stdout.split('\n').map((s) => s.trim()).filter(Boolean)
+    t.equal(new Set(ips).size, REPLICAS, `${REPLICAS} replica addresses: ${ips.join(', ')}`)
+    let turn = 0
+    const replica = (): string => `http://${ips[turn++ % ips.length]}:3000`
+    const origin = `http://localhost:${port}` // PUBLIC_URL: the origin a browser reports, whichever replica answers
+    const dave = { username: `dave_${project}`, email: `dave_${project}@example.com`, password: 'two factors please' }
+    t.equal((await http(replica(), 'POST', '/api/auth/register', dave)).status, 201, 'registered')
+    const token = (await http(replica(), 'POST', '/api/auth/login', { username: dave.username, password: dave.password })).json.token as string
+
+    const enrol = await http(replica(), 'POST', '/api/security/totp', {}, token)
+    t.equal(enrol.status, 200, `enrolment started: ${enrol.text.slice(0, 200)}`)
+    const confirmed = await http(replica(), 'POST', '/api/security/totp/confirm', { code: generateSync({ secret: enrol.json.secret }) }, token)
+    t.equal(confirmed.status, 200, `TOTP confirmed on another replica: ${confirmed.text.slice(0, 200)}`)
+    const first = await http(replica(), 'POST', '/api/auth/login', { username: dave.username, password: dave.password })
+    t.equal(first.status, 202, `the password alone asks for the second step: ${first.text}`)
+    // The confirmation took this time step's code: the next step's (accepted one step early) completes the login.
+    const code = generateSync({ secret: enrol.json.secret, epoch: Math.floor(Date.now() / 1000) + 30 })
+    const second = await http(replica(), 'POST', '/api/auth/mfa/totp', { mfaToken: first.json.mfaToken, code })
+    t.equal(second.status, 200, `the ticket redeemed on another replica with a TOTP code: ${second.text.slice(0, 200)}`)
+    t.same((await http(replica(), 'GET', '/api/security', undefined, second.json.token)).json.session?.methods, ['password', 'totp'], 'a password + TOTP session')
+
+    const authenticator = new SoftAuthenticator()
+    const creation = await http(replica(), 'POST', '/api/security/passkeys/options', {}, token)
+    t.equal(creation.status, 200, `registration options: ${creation.text.slice(0, 200)}`)
+    const added = await http(replica(), 'POST', '/api/security/passkeys', { response: authenticator.register(creation.json, origin), name: 'compose' }, token)
+    t.equal(added.status, 201, `registered on another replica than the options': ${added.text}`)
+    const request = await http(replica(), 'POST', '/api/auth/passkey/options', {})
+    t.equal(request.status, 200, `sign-in options: ${request.text.slice(0, 200)}`)
+    const signedIn = await http(replica(), 'POST', '/api/auth/passkey/login', { response: authenticator.authenticate(request.json, origin) })
+    t.equal(signedIn.status, 200, `passwordless sign-in on another replica than the options': ${signedIn.text.slice(0, 200)}`)
+    t.same((await http(base, 'GET', '/api/security', undefined, signedIn.json.token)).json.session?.methods, ['passkey'], 'a passkey session, read through the proxy')
   })
 
   // The image of the kept product: uploaded once, then read through the proxy before and after
