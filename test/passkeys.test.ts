@@ -206,6 +206,13 @@ t.test('a passkey as the second step after the password, with TOTP on', async (t
   assertProblem(t, await call('POST', '/api/auth/mfa/passkey', { mfaToken: first.data.mfaToken, response }), 401, 'MFA_TOKEN_INVALID')
   assertProblem(t, await call('POST', '/api/auth/mfa/passkey/options', { mfaToken: first.data.mfaToken }), 401, 'MFA_TOKEN_INVALID')
 
+  const beforeChange = await call('POST', '/api/auth/login', { username: me.username, password: me.password })
+  const changed = await call('PATCH', `/api/user/${me.id}`, { password: 'a password changed meanwhile', currentPassword: me.password }, me.token)
+  t.equal(changed.status, 200, 'the password changes between the two steps')
+  me.password = 'a password changed meanwhile'
+  assertProblem(t, await call('POST', '/api/auth/mfa/passkey/options', { mfaToken: beforeChange.data.mfaToken }), 401, 'MFA_TOKEN_INVALID')
+  assertProblem(t, await call('POST', '/api/auth/mfa/totp', { mfaToken: beforeChange.data.mfaToken, code: totpCode(enrol.data.secret, 1) }), 401, 'MFA_TOKEN_INVALID')
+
   const byCode = await call('POST', '/api/auth/login', { username: me.username, password: me.password })
   const viaTotp = await call('POST', '/api/auth/mfa/totp', { mfaToken: byCode.data.mfaToken, code: totpCode(enrol.data.secret, 1) })
   t.equal(viaTotp.status, 200, `or a TOTP code (the next step's: the confirmation took this one): ${viaTotp.body}`)
