@@ -115,8 +115,9 @@ t.test('register a passkey, list, rename, delete', async (t) => {
   t.same(after.data.passkeys.map((p: { id: string }) => p.id), [second.id], 'one left')
   assertProblem(t, await call('DELETE', `/api/security/passkeys/${response.id}`, undefined, me.token), 404, 'NOT_FOUND')
 
-  const unsigned = authenticator.register((await call('POST', '/api/security/passkeys/options', undefined, me.token)).data, 'http://evil.example')
-  assertProblem(t, await call('POST', '/api/security/passkeys', { response: unsigned }, me.token), 400, 'PASSKEY_NOT_REGISTERED')
+  const phished = new SoftAuthenticator().register((await call('POST', '/api/security/passkeys/options', undefined, me.token)).data, 'https://evil.example')
+  const refused = await call('POST', '/api/security/passkeys', { response: phished }, me.token)
+  t.match(assertProblem(t, refused, 400, 'PASSKEY_NOT_REGISTERED').detail, /origin/, 'a registration made on another origin')
 })
 
 t.test("another user's passkey: PATCH and DELETE answer 404", async (t) => {
