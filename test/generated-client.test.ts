@@ -217,7 +217,7 @@ export async function run (baseUrl: string, adminKey: string, png: Uint8Array<Ar
   const fresh = await api.POST('/api/security/recovery-codes', { headers: bearer() })
   note('regenerateRecoveryCodes', fresh.response)
   seen.values.freshCodes = fresh.data?.recoveryCodes.length ?? null
-  const keyOptions = await api.POST('/api/security/passkeys/options', { headers: bearer() })
+  const keyOptions = await api.POST('/api/security/passkey-options', { headers: bearer() })
   note('passkeyRegistrationOptions', keyOptions.response)
   seen.values.rpId = keyOptions.data?.rp.id ?? null
   const signInOptions = await api.POST('/api/auth/passkey/options')
@@ -378,7 +378,7 @@ t.test('a client generated from /docs/json type-checks under strict and runs eve
     goneCode: 'NOT_FOUND',
     adminSees: true,
     wrongCode: 'WRONG_PASSWORD',
-    methods: 'totp,recoveryCode',
+    methods: 'totp,recovery-code',
     sessionMethods: 'password,recovery-code',
     recoveryCodesLeft: 9,
     freshCodes: 10,

@@ -104,7 +104,7 @@ t.test('every operation has a stable, unique camelCase operationId', async (t) =
     'POST /api/security/totp/confirm': 'confirmTotp',
     'POST /api/security/totp/disable': 'disableTotp',
     'POST /api/security/recovery-codes': 'regenerateRecoveryCodes',
-    'POST /api/security/passkeys/options': 'passkeyRegistrationOptions',
+    'POST /api/security/passkey-options': 'passkeyRegistrationOptions',
     'POST /api/security/passkeys': 'registerPasskey',
     'PATCH /api/security/passkeys/{id}': 'renamePasskey',
     'DELETE /api/security/passkeys/{id}': 'deletePasskey',
@@ -267,7 +267,7 @@ t.test('each route answers every status it documents, and documents every status
     return { ...session, recoveryCodes: confirmed.json().recoveryCodes }
   }
   async function addPasskey (session: Session): Promise<string> {
-    const options = (await app.inject({ method: 'POST', url: '/api/security/passkeys/options', headers: session.auth })).json()
+    const options = (await app.inject({ method: 'POST', url: '/api/security/passkey-options', headers: session.auth })).json()
     return (await app.inject({ method: 'POST', url: '/api/security/passkeys', headers: session.auth, payload: { response: soft.register(options, origin) } })).json().id
   }
   const mfaUser = await withTotp()
@@ -405,19 +405,19 @@ t.test('each route answers every status it documents, and documents every status
       500: () => failing(app.factors, 'regenerateRecoveryCodes', () => app.inject({ method: 'POST', url: '/api/security/recovery-codes', headers: me.auth })),
       503: () => down.inject({ method: 'POST', url: '/api/security/recovery-codes', headers: me.auth })
     },
-    'POST /api/security/passkeys/options': {
-      200: () => app.inject({ method: 'POST', url: '/api/security/passkeys/options', headers: me.auth }),
-      401: () => app.inject({ method: 'POST', url: '/api/security/passkeys/options' }),
-      403: () => app.inject({ method: 'POST', url: '/api/security/passkeys/options', headers: evil(me) }),
-      500: () => failing(app.factors, 'registrationOptions', () => app.inject({ method: 'POST', url: '/api/security/passkeys/options', headers: me.auth })),
-      503: () => down.inject({ method: 'POST', url: '/api/security/passkeys/options', headers: me.auth })
+    'POST /api/security/passkey-options': {
+      200: () => app.inject({ method: 'POST', url: '/api/security/passkey-options', headers: me.auth }),
+      401: () => app.inject({ method: 'POST', url: '/api/security/passkey-options' }),
+      403: () => app.inject({ method: 'POST', url: '/api/security/passkey-options', headers: evil(me) }),
+      500: () => failing(app.factors, 'registrationOptions', () => app.inject({ method: 'POST', url: '/api/security/passkey-options', headers: me.auth })),
+      503: () => down.inject({ method: 'POST', url: '/api/security/passkey-options', headers: me.auth })
     },
     'POST /api/security/passkeys': {
-      201: async () => { const options = (await app.inject({ method: 'POST', url: '/api/security/passkeys/options', headers: me.auth })).json(); return await app.inject({ method: 'POST', url: '/api/security/passkeys', headers: me.auth, payload: { response: soft.register(options, origin), name: 'Laptop' } }) },
-      400: async () => { const options = (await app.inject({ method: 'POST', url: '/api/security/passkeys/options', headers: me.auth })).json(); return await app.inject({ method: 'POST', url: '/api/security/passkeys', headers: me.auth, payload: { response: new SoftAuthenticator().register(options, 'https://evil.example') } }) },
+      201: async () => { const options = (await app.inject({ method: 'POST', url: '/api/security/passkey-options', headers: me.auth })).json(); return await app.inject({ method: 'POST', url: '/api/security/passkeys', headers: me.auth, payload: { response: soft.register(options, origin), name: 'Laptop' } }) },
+      400: async () => { const options = (await app.inject({ method: 'POST', url: '/api/security/passkey-options', headers: me.auth })).json(); return await app.inject({ method: 'POST', url: '/api/security/passkeys', headers: me.auth, payload: { response: new SoftAuthenticator().register(options, 'https://evil.example') } }) },
       401: () => app.inject({ method: 'POST', url: '/api/security/passkeys', payload: {} }),
       403: () => app.inject({ method: 'POST', url: '/api/security/passkeys', headers: evil(me), payload: {} }),
-      409: async () => { const options = (await app.inject({ method: 'POST', url: '/api/security/passkeys/options', headers: other.auth })).json(); return await app.inject({ method: 'POST', url: '/api/security/passkeys', headers: other.auth, payload: { response: new SoftAuthenticator().register(options, origin, { credentialId: keyId }) } }) },
+      409: async () => { const options = (await app.inject({ method: 'POST', url: '/api/security/passkey-options', headers: other.auth })).json(); return await app.inject({ method: 'POST', url: '/api/security/passkeys', headers: other.auth, payload: { response: new SoftAuthenticator().register(options, origin, { credentialId: keyId }) } }) },
       413: () => app.inject({ method: 'POST', url: '/api/security/passkeys', headers: me.auth, payload: { name: 'x'.repeat(2_000_000) } }),
       415: () => app.inject({ method: 'POST', url: '/api/security/passkeys', headers: { ...me.auth, ...text.headers }, payload: text.payload }),
       500: () => failing(app.factors, 'register', () => app.inject({ method: 'POST', url: '/api/security/passkeys', headers: me.auth, payload: { response: strayRegistration } })),

@@ -121,7 +121,7 @@ t.test('login with TOTP on: a second step, completed once by a fresh code', asyn
   t.equal(first.headers['set-cookie'], undefined, 'no cookies')
   const body = first.json()
   t.same(Object.keys(body).sort(), ['expiresIn', 'methods', 'mfaToken'], 'no tokens in the body')
-  t.same(body.methods, ['totp', 'recoveryCode'])
+  t.same(body.methods, ['totp', 'recovery-code'])
   t.equal(body.expiresIn, 300)
 
   assertProblem(t, await complete({ mfaToken: body.mfaToken, code: codeAt(secret) }), 401, 'MFA_CODE_INVALID')

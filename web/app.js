@@ -434,7 +434,7 @@ handle(forms.recoveryNew, async () => {
 })
 
 handle(forms.passkeyAdd, async (data) => {
-  const optionsJSON = await api('POST', '/api/security/passkeys/options')
+  const optionsJSON = await api('POST', '/api/security/passkey-options')
   let response
   try {
     response = await startRegistration({ optionsJSON })

@@ -36,7 +36,11 @@ t.test('NUL and unpaired surrogates in any body string: 400 naming the field', a
       currentPassword: me.password,
       title: 'a title',
       description: 'a description',
-      amount: 1
+      amount: 1,
+      mfaToken: 'A'.repeat(43),
+      code: '123456',
+      // Shaped as both an assertion and a registration.
+      response: { id: 'AAAA', rawId: 'AAAA', type: 'public-key', response: { clientDataJSON: 'e30', authenticatorData: 'AAAA', signature: 'AAAA', attestationObject: 'AAAA' }, clientExtensionResults: {} }
     }
     return field in values ? values[field] : 'some text'
   }
@@ -47,6 +51,9 @@ t.test('NUL and unpaired surrogates in any body string: 400 naming the field', a
       // A body with no fields at all (logout's) has no string to test.
       if (schema?.properties === undefined || Object.keys(schema.properties).length === 0) continue
       const strings = Object.entries(schema.properties).filter(([, s]) => s.type === 'string').map(([name]) => name)
+      // A passkey sign-in's body is an object whose strings are base64url (their pattern
+      // refuses any NUL or surrogate) and a mode: no free text at the top.
+      if (path === '/api/auth/passkey/login') continue
       t.ok(strings.length > 0, `${method.toUpperCase()} ${path} has string fields: ${strings.join(', ')}`)
       for (const field of strings) {
         for (const bad of ILL_FORMED) {

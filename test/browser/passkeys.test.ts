@@ -194,7 +194,7 @@ if (chromiumAvailable(t)) {
       await page.goto('/')
       const held = await authenticator(page, device)
       await logOut(t, page)
-      const step = await toSecondStep(t, page, ['totp', 'recoveryCode', 'passkey'])
+      const step = await toSecondStep(t, page, ['totp', 'recovery-code', 'passkey'])
       const done = await answerTo(page, '/api/auth/mfa/passkey', () => step.getByRole('button', { name: 'Use a passkey' }).click())
       t.equal(done.status(), 200)
       await t.resolves(status(page, `Logged in as ${user.username}`).waitFor())
@@ -205,7 +205,7 @@ if (chromiumAvailable(t)) {
     await flow(t, browser, 'log in with the password, then a code from the app (a wrong one first)', async (t, page) => {
       await page.goto('/')
       await logOut(t, page)
-      const step = await toSecondStep(t, page, ['totp', 'recoveryCode', 'passkey'])
+      const step = await toSecondStep(t, page, ['totp', 'recovery-code', 'passkey'])
       await step.getByLabel('Code from the app').fill(wrongCode(await codeFor(secret)))
       const refused = await answerTo(page, '/api/auth/mfa/totp', () => step.getByRole('button', { name: 'Continue' }).click())
       t.equal(refused.status(), 401)
@@ -222,7 +222,7 @@ if (chromiumAvailable(t)) {
     await flow(t, browser, 'log in with the password, then a recovery code; the same code again is refused', async (t, page) => {
       await page.goto('/')
       await logOut(t, page)
-      let step = await toSecondStep(t, page, ['totp', 'recoveryCode', 'passkey'])
+      let step = await toSecondStep(t, page, ['totp', 'recovery-code', 'passkey'])
       await step.getByRole('button', { name: 'Use a recovery code' }).click()
       await step.getByLabel('Recovery code').fill(recoveryCodes[0]!)
       const done = await answerTo(page, '/api/auth/mfa/totp', () => step.getByRole('button', { name: 'Continue' }).click())
@@ -231,7 +231,7 @@ if (chromiumAvailable(t)) {
       await t.resolves(page.getByText('Recovery codes left: 9 of 10.').waitFor())
 
       await logOut(t, page)
-      step = await toSecondStep(t, page, ['totp', 'recoveryCode', 'passkey'])
+      step = await toSecondStep(t, page, ['totp', 'recovery-code', 'passkey'])
       await step.getByRole('button', { name: 'Use a recovery code' }).click()
       await step.getByLabel('Recovery code').fill(recoveryCodes[0]!)
       const again = await answerTo(page, '/api/auth/mfa/totp', () => step.getByRole('button', { name: 'Continue' }).click())
@@ -316,7 +316,7 @@ if (chromiumAvailable(t)) {
       t.match(problem, { code: 'PASSKEY_REFUSED' })
       await t.resolves(page.locator('#login').getByRole('alert').filter({ hasText: problem.detail }).waitFor(), 'the detail, on the login form')
 
-      const step = await toSecondStep(t, page, ['totp', 'recoveryCode'])
+      const step = await toSecondStep(t, page, ['totp', 'recovery-code'])
       t.notOk(await step.getByRole('button', { name: 'Use a passkey' }).isVisible(), 'no passkey offered at the second step')
     })
 
@@ -326,7 +326,7 @@ if (chromiumAvailable(t)) {
       await page.route('**/api/auth/mfa/totp', async (route) => {
         await route.continue({ postData: JSON.stringify({ ...route.request().postDataJSON(), mfaToken: 'x'.repeat(43) }) })
       }, { times: 1 })
-      let step = await toSecondStep(t, page, ['totp', 'recoveryCode'])
+      let step = await toSecondStep(t, page, ['totp', 'recovery-code'])
       await step.getByRole('button', { name: 'Use a recovery code' }).click()
       await step.getByLabel('Recovery code').fill(recoveryCodes[1]!)
       const expired = await answerTo(page, '/api/auth/mfa/totp', () => step.getByRole('button', { name: 'Continue' }).click())
@@ -334,7 +334,7 @@ if (chromiumAvailable(t)) {
       await t.resolves(page.locator('#login').getByRole('alert').filter({ hasText: 'log in again' }).waitFor(), 'back to the password, saying why')
       t.notOk(await step.isVisible())
 
-      step = await toSecondStep(t, page, ['totp', 'recoveryCode'])
+      step = await toSecondStep(t, page, ['totp', 'recovery-code'])
       await step.getByRole('button', { name: 'Use a recovery code' }).click()
       await step.getByLabel('Recovery code').fill(recoveryCodes[1]!)
       await step.getByRole('button', { name: 'Continue' }).click()
@@ -350,7 +350,7 @@ if (chromiumAvailable(t)) {
       await t.resolves(page.getByText('Recovery codes left: 10 of 10.').waitFor())
 
       await logOut(t, page)
-      step = await toSecondStep(t, page, ['totp', 'recoveryCode'])
+      step = await toSecondStep(t, page, ['totp', 'recovery-code'])
       await step.getByRole('button', { name: 'Use a recovery code' }).click()
       await step.getByLabel('Recovery code').fill(recoveryCodes[2]!)
       const old = await answerTo(page, '/api/auth/mfa/totp', () => step.getByRole('button', { name: 'Continue' }).click())

@@ -190,7 +190,7 @@ export const securityRoutes: FastifyPluginAsyncTypebox = async (parent) => {
     }
   }, async (request) => await factors.regenerateRecoveryCodes(request.currentUser!.id))
 
-  app.post('/passkeys/options', {
+  app.post('/passkey-options', {
     ...write,
     schema: {
       operationId: 'passkeyRegistrationOptions',

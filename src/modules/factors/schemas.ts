@@ -15,9 +15,9 @@ const Transports = Type.Array(Type.String({ maxLength: 32 }), { maxItems: 10 })
 
 export const SecondStep = Type.Object({
   mfaToken: Type.String({ description: 'completes the sign-in with `POST /api/auth/mfa/totp` or `/api/auth/mfa/passkey`; works once, for `expiresIn` seconds' }),
-  methods: Type.Array(Type.Union([Type.Literal('totp'), Type.Literal('recoveryCode'), Type.Literal('passkey')]), { description: 'what completes it: `passkey` when the user has one' }),
+  methods: Type.Array(Type.Union([Type.Literal('totp'), Type.Literal('recovery-code'), Type.Literal('passkey')]), { description: 'what completes it: `passkey` when the user has one' }),
   expiresIn: Type.Integer({ description: 'seconds' })
-}, { description: 'The password was right and the account has a second factor: no session yet', examples: [{ mfaToken: 'Jw3q0pX4m2yZk8rT1sW6nB9cD5fG7hJ0lK2aE4uI6oY', methods: ['totp', 'recoveryCode', 'passkey'], expiresIn: 300 }] })
+}, { description: 'The password was right and the account has a second factor: no session yet', examples: [{ mfaToken: 'Jw3q0pX4m2yZk8rT1sW6nB9cD5fG7hJ0lK2aE4uI6oY', methods: ['totp', 'recovery-code', 'passkey'], expiresIn: 300 }] })
 
 export const CodeStepBody = Type.Object({
   mfaToken: MfaToken,
@@ -86,7 +86,7 @@ export const CreationOptions = Type.Object({
   hints: Type.Array(Type.String())
 }, { description: 'PublicKeyCredentialCreationOptionsJSON: give it to `navigator.credentials.create()` (PublicKeyCredential.parseCreationOptionsFromJSON, or @simplewebauthn/browser\'s startRegistration)', examples: [{ challenge: 'h2Zk8rT1sW6nB9cD5fG7hJ0lK2aE4uI6oYq3Vx0pX4m', rp: { name: 'User and product service', id: 'shop.example.com' }, user: { id: 'q2Vx0pX4m2yZk8rT1sW6nA', name: 'alice', displayName: 'Alice Liddell' }, pubKeyCredParams: [{ alg: -8, type: 'public-key' }, { alg: -7, type: 'public-key' }, { alg: -257, type: 'public-key' }], timeout: 300000, attestation: 'none', excludeCredentials: [], authenticatorSelection: { residentKey: 'required', userVerification: 'required', requireResidentKey: true }, extensions: { credProps: true }, hints: [] }] })
 
-const PasskeyName = Type.String({ minLength: 1, maxLength: 100, description: 'a name to tell your passkeys apart (`Work laptop`)' })
+const PasskeyName = Type.String({ minLength: 1, maxLength: 100, pattern: '\\S', description: 'a name to tell your passkeys apart (`Work laptop`); not blank' })
 
 export const Passkey = Type.Object({
   id: Type.String({ description: 'the credential id (base64url)' }),

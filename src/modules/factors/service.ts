@@ -226,7 +226,7 @@ export function factorsService (deps: Dependencies) {
       const token = randomBytes(32).toString('base64url')
       const ticket: Ticket = { u: account.id, v: account.tokenVersion, m: mode }
       await stored(store.put(`mfa:${digest(token)}`, JSON.stringify(ticket), SECOND_STEP_TTL_MS))
-      const methods = ['totp', 'recoveryCode']
+      const methods = ['totp', 'recovery-code']
       if ((await factors.passkeys(account.id)).length > 0) methods.push('passkey')
       return { mfaToken: token, methods, expiresIn: SECOND_STEP_TTL_MS / 1000 }
     },
