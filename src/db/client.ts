@@ -62,6 +62,13 @@ export function createPrismaClient (options: ClientOptions): PrismaClient {
   // event would crash the process whenever Prisma (which adds one when it first
   // connects) has not run a query yet and only our own statements used the pool.
   pool.on('error', () => {})
+  // And one on every connection for its whole life: pg-pool hands a released connection to
+  // the next `connect()` waiter, whose promise resolves a microtask later; when the server's
+  // goodbye (57P01, a restart) arrives in the same read as the ReadyForQuery that freed it,
+  // its 'error' is emitted in between, with no listener yet: an uncaught exception
+  // (test/faults/database-restart-under-load.test.ts, about 1 run in 5). The statement that
+  // next uses the connection fails ("not queryable") and the pool drops it.
+  pool.on('connect', (connection) => { connection.on('error', () => {}) })
   // Prisma's $disconnect ends the pool (once Prisma has connected; see `closePrismaClient`).
   const client = new PrismaClient({ adapter: new PrismaPg(pool, { disposeExternalPool: true }) })
   pools.set(client, pool)
