@@ -7,7 +7,8 @@
 import t from 'tap'
 import pg from 'pg'
 import { newUser } from '../helpers/build.js'
-import { applyMigrations, startCluster } from './helpers/cluster.js'
+import { applyMigrations } from '../helpers/migrations.js'
+import { startCluster } from './helpers/cluster.js'
 import { call, isAnswer, problemViolations, type Answer, type Failure } from './helpers/http.js'
 import { spawnServer } from './helpers/server.js'
 

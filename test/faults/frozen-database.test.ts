@@ -16,7 +16,8 @@ import type { InjectOptions } from 'fastify'
 import t, { type Test } from 'tap'
 import { build, registerAndLogin, type TestApp } from '../helpers/build.js'
 import { sqlClient } from '../helpers/database.js'
-import { applyMigrations, startCluster } from './helpers/cluster.js'
+import { applyMigrations } from '../helpers/migrations.js'
+import { startCluster } from './helpers/cluster.js'
 import { waitFor } from './helpers/server.js'
 
 interface Timed { route: string, status: number, ms: number, body: any, retryAfter?: string }
