@@ -195,9 +195,12 @@ export function productImages (options: ProductImagesOptions) {
       const etag = `"${sha256}"`
       // Never a date after the answer's own (RFC 9110 8.8.2.1): an image stored while the
       // one before it had the same second carries the next second, shown once it has come.
-      const lastModified = updatedAt.getTime() <= Date.now() ? updatedAt.toUTCString() : undefined
+      // The answer's Date is set from the same clock read: Node's own is a string cached per
+      // second, which lags the clock when the event loop is late past a second's turn.
+      const now = Date.now()
+      const lastModified = updatedAt.getTime() <= now ? updatedAt.toUTCString() : undefined
       // Revalidated on every use: the image may change under the same URL.
-      reply.header('etag', etag).header('cache-control', 'public, no-cache')
+      reply.header('etag', etag).header('cache-control', 'public, no-cache').header('date', new Date(now).toUTCString())
       if (lastModified !== undefined) reply.header('last-modified', lastModified)
       if (request.fresh()) return await reply.code(304).send()
 
