@@ -31,6 +31,7 @@ import {
 } from '@simplewebauthn/server'
 import type { FastifyReply } from 'fastify'
 import type { ChallengeStore } from '../../lib/challenges.js'
+import { newLinkToken, tokenDigest } from '../../lib/link-token.js'
 import { BadRequest, NotFound, ServiceUnavailable, Unauthorized } from '../../lib/problem.js'
 import type { SessionModeValue, SignInMethod } from '../sessions/index.js'
 import type { AccountLimiter } from '../users/index.js'
@@ -82,7 +83,8 @@ interface Dependencies extends FactorsOptions {
   tokenVersion: (userId: number) => Promise<number | null>
 }
 
-const digest = (value: string): string => createHash('sha256').update(value).digest('base64url')
+/** A ticket's key in the store: the SHA-256 of its token, as the e-mailed links' tokens are kept. */
+const ticketKey = (token: string): string => tokenDigest(token).toString('base64url')
 const publicPasskey = ({ id, name, createdAt, lastUsedAt, backedUp }: PasskeyRow): Passkey => ({ id, name, createdAt, lastUsedAt, backedUp })
 
 /** The WebAuthn user handle of a user: stable, opaque, not their id. */
@@ -130,7 +132,7 @@ export function factorsService (deps: Dependencies) {
 
   /** A live ticket; a password changed since the login (a reset) voids it, before any code is spent on it. */
   async function readTicket (token: string): Promise<Ticket> {
-    const raw = await stored(store.peek(`mfa:${digest(token)}`))
+    const raw = await stored(store.peek(`mfa:${ticketKey(token)}`))
     const ticket = raw === null ? null : JSON.parse(raw) as Ticket
     if (ticket === null || await deps.tokenVersion(ticket.u) !== ticket.v) throw new MfaTokenInvalid()
     return ticket
@@ -138,7 +140,7 @@ export function factorsService (deps: Dependencies) {
 
   /** The ticket taken once its factor is checked: of two completions, one signs in. */
   async function finish (token: string, ticket: Ticket, method: SignInMethod): Promise<SignIn> {
-    if (await stored(store.take(`mfa:${digest(token)}`)) === null) throw new MfaTokenInvalid()
+    if (await stored(store.take(`mfa:${ticketKey(token)}`)) === null) throw new MfaTokenInvalid()
     return { account: { id: ticket.u, tokenVersion: ticket.v }, methods: ['password', method], mode: ticket.m }
   }
 
@@ -223,9 +225,9 @@ export function factorsService (deps: Dependencies) {
      */
     async secondStep (account: { id: number, tokenVersion: number }, mode: SessionModeValue): Promise<{ mfaToken: string, methods: string[], expiresIn: number } | null> {
       if (!await factors.totpEnabled(account.id)) return null
-      const token = randomBytes(32).toString('base64url')
+      const { token } = newLinkToken()
       const ticket: Ticket = { u: account.id, v: account.tokenVersion, m: mode }
-      await stored(store.put(`mfa:${digest(token)}`, JSON.stringify(ticket), SECOND_STEP_TTL_MS))
+      await stored(store.put(`mfa:${ticketKey(token)}`, JSON.stringify(ticket), SECOND_STEP_TTL_MS))
       const methods = ['totp', 'recovery-code']
       if ((await factors.passkeys(account.id)).length > 0) methods.push('passkey')
       return { mfaToken: token, methods, expiresIn: SECOND_STEP_TTL_MS / 1000 }
@@ -254,7 +256,7 @@ export function factorsService (deps: Dependencies) {
     async secondStepPasskeyOptions (token: string): Promise<PublicKeyCredentialRequestOptionsJSON> {
       const ticket = await readTicket(token)
       const passkeys = await factors.passkeys(ticket.u)
-      const challenge = await newChallenge({ purpose: 'second-step', userId: ticket.u, ticket: digest(token) })
+      const challenge = await newChallenge({ purpose: 'second-step', userId: ticket.u, ticket: ticketKey(token) })
       return await generateAuthenticationOptions({
         rpID: rpId,
         challenge,
@@ -268,7 +270,7 @@ export function factorsService (deps: Dependencies) {
     async completeWithPasskey (token: string, response: AuthenticationResponseJSON): Promise<SignIn> {
       const ticket = await readTicket(token)
       const { value, challenge } = await takeChallenge(response, 'second-step')
-      if (challenge.ticket !== digest(token)) throw new PasskeyRefused('its challenge belongs to another sign-in')
+      if (challenge.ticket !== ticketKey(token)) throw new PasskeyRefused('its challenge belongs to another sign-in')
       const passkey = await factors.passkey(response.id)
       // Another user's passkey is refused exactly like an unknown one.
       await assertPasskey(response, value, passkey?.userId === ticket.u ? passkey : null, false)
