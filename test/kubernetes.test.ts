@@ -321,6 +321,29 @@ t.test('every variable the API and the migration Job set is a setting, and the s
   t.same(unknownSettings({ PORT: '3000', UPLOAD_DIRS: '/x', SECRET_FILE: '/s', BODY_LIMIT_FILE: '/b' }), ['UPLOAD_DIRS', 'BODY_LIMIT_FILE'], 'a misspelt name and a `_FILE` twin of a plain setting are named')
 })
 
+/**
+ * The variables Kubernetes adds to a pod for each Service of its namespace unless
+ * `enableServiceLinks: false`: a Service named `db` would set `DB_PORT=tcp://10.0.0.7:5432`,
+ * which the service refuses (or worse, reads) as its own setting.
+ */
+export function serviceLinkClashes (manifests: Manifest[], pod: Obj): string[] {
+  if (pod.enableServiceLinks === false) return []
+  const known = new Set(envVariables())
+  return manifests.filter(({ doc }) => doc.kind === 'Service').flatMap(({ doc }) => {
+    const prefix = (doc.metadata.name as string).toUpperCase().replaceAll('-', '_')
+    const names = [`${prefix}_SERVICE_HOST`, `${prefix}_SERVICE_PORT`, `${prefix}_PORT`,
+      ...(doc.spec.ports as Obj[]).flatMap((p) => [`${prefix}_SERVICE_PORT_${String(p.name ?? '').toUpperCase().replaceAll('-', '_')}`, ...['', '_PROTO', '_PORT', '_ADDR'].map((end) => `${prefix}_PORT_${p.port}_${(p.protocol ?? 'TCP') as string}${end}`)])]
+    return names.filter((name) => known.has(name))
+  })
+}
+
+t.test('no Service of the namespace sets one of the service\'s variables in its pods', async (t) => {
+  for (const { file, name, pod } of workloads(manifests)) t.same(serviceLinkClashes(manifests, pod), [], `${file} ${name}`)
+  const db: Manifest = { file: 'db.yaml', doc: { apiVersion: 'v1', kind: 'Service', metadata: { name: 'db' }, spec: { ports: [{ name: 'postgres', port: 5432 }] } } }
+  t.same(serviceLinkClashes([db], { containers: [] }), ['DB_PORT'], 'with service links, a Service named db would set DB_PORT')
+  t.same(serviceLinkClashes([db], { containers: [], enableServiceLinks: false }), [], 'enableServiceLinks: false sets none')
+})
+
 t.test('every pod runs non-root on a read-only root filesystem with no privilege, and every container has resources', async (t) => {
   for (const { file, name, pod } of workloads(manifests)) {
     t.equal(pod.securityContext?.runAsNonRoot, true, `${file} ${name}: runAsNonRoot`)
