@@ -41,7 +41,9 @@ const BEFORE_MS = long ? 15_000 : 6_000
 const RESUME_LIMIT_MS = 30_000
 const WORKERS = 4
 
-const project = `upse2fo${randomBytes(4).toString('hex')}`
+// FAILOVER_PROJECT + FAILOVER_DIR: run the rounds on a stack left by `--keep` (no build, no `up`).
+const reuse = process.env.FAILOVER_PROJECT !== undefined && process.env.FAILOVER_DIR !== undefined
+const project = process.env.FAILOVER_PROJECT ?? `upse2fo${randomBytes(4).toString('hex')}`
 const log = (message: string): void => { console.log(`# ${new Date().toISOString().slice(11, 23)} ${message}`) }
 
 interface Write { kind: 'user' | 'product', at: number, end: number, status?: number, id?: number, error?: string, body?: string }
@@ -115,31 +117,39 @@ async function main (): Promise<void> {
   const why = await prepareDocker()
   if (why !== undefined) throw new Error(`Docker is not usable here: ${why}`)
   const compose = await composeCommand()
-  const dir = await copyCheckout()
-  const port = await freePort()
-  const subnet = await freeSubnet()
-  const example = await readFile(path.join(dir, '.env.example'), 'utf8')
-  await writeFile(path.join(dir, '.env'), withValues(example, {
-    DB_PASSWORD: 'failover-db-password',
-    DB_REPLICATION_PASSWORD: 'failover-replication-password',
-    SECRET: randomBytes(48).toString('base64'),
-    PORT: String(port),
-    COMPOSE_SUBNET: subnet,
-    PROXY_IP: subnet.replace(/0\/24$/, '10'),
-    COMPOSE_IP_RANGE: subnet.replace(/0\/24$/, '128/25'),
-    // No mail catcher: registrations' e-mail waits in the outbox, which is what is checked.
-    COMPOSE_PROFILES: '',
-    // Registrations are the heaviest write; the load measures the database, not bcrypt.
-    BCRYPT_COST: '4',
-    RATE_LIMIT_AUTH_MAX: '100000'
-  }))
+  const dir = reuse ? process.env.FAILOVER_DIR! : await copyCheckout()
+  if (!reuse) {
+    const subnet = await freeSubnet()
+    const example = await readFile(path.join(dir, '.env.example'), 'utf8')
+    await writeFile(path.join(dir, '.env'), withValues(example, {
+      DB_PASSWORD: 'failover-db-password',
+      DB_REPLICATION_PASSWORD: 'failover-replication-password',
+      SECRET: randomBytes(48).toString('base64'),
+      PORT: String(await freePort()),
+      COMPOSE_SUBNET: subnet,
+      PROXY_IP: subnet.replace(/0\/24$/, '10'),
+      COMPOSE_IP_RANGE: subnet.replace(/0\/24$/, '128/25'),
+      // No mail catcher: registrations' e-mail waits in the outbox, which is what is checked.
+      COMPOSE_PROFILES: '',
+      // Registrations are the heaviest write; the load measures the database, not bcrypt.
+      BCRYPT_COST: '4',
+      RATE_LIMIT_AUTH_MAX: '100000'
+    }))
+  }
+  const env = await readFile(path.join(dir, '.env'), 'utf8')
+  const port = Number(/^PORT=(\d+)$/m.exec(env)?.[1])
   const dc = async (...args: string[]): Promise<string> => await must(compose[0]!, [...compose.slice(1), '-p', project, '-f', 'docker-compose.yml', '-f', 'docker-compose.ha.yml', ...args], { cwd: dir, timeoutMs: 1_200_000 })
   const base = `http://127.0.0.1:${port}`
   const figures: string[] = []
   try {
     let started = Date.now()
-    log(`${project}: up --build (${subnet}, port ${port})`)
-    await dc('up', '-d', '--build')
+    if (!reuse) {
+      log(`${project}: up --build (port ${port}, ${dir})`)
+      // The build's output is long and its error last; a failed `up` after a good build (seen
+      // once here under load, reason lost) is tried again once.
+      await dc('build')
+      await dc('up', '-d').catch(async () => await dc('up', '-d'))
+    }
     await waitFor('the API ready through the proxy', 300_000, async () => {
       const r = await call(base, 'GET', '/health/ready', { timeoutMs: 3000 })
       return isAnswer(r) && r.status === 200 ? true : undefined
