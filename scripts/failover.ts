@@ -196,6 +196,12 @@ async function main (): Promise<void> {
 
     for (const way of ways) {
       await sleep(BEFORE_MS)
+      // A round starts on a whole cluster: a primary, its synchronous standby, and the third
+      // member streaming (the only member that may be promoted is the synchronous one).
+      await waitFor('three members running, one of them the synchronous standby', 300_000, async () => {
+        const list = await cluster()
+        return list.length === 3 && list.every((m) => m.state === 'running') && list.some((m) => m.role === 'sync_standby') ? true : undefined
+      })
       const old = await waitFor('a primary', 60_000, primary)
       const from = writes.length
       const lostAt = Date.now()
