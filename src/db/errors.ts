@@ -14,6 +14,12 @@ interface Classified { status: number, code: string, detail: string }
  * server does not know or refuses (3D000, 28xxx: dropped, or a deployment mistake).
  */
 const UNAVAILABLE_SQLSTATE = /^(08|57P0|53|3D|28)/
+/**
+ * A write reached a server that takes only reads (25006, read_only_sql_transaction): a primary
+ * demoted by a failover (deploy/ha: Patroni), or a replica behind a stale route, until the
+ * connection is dropped and the next one reaches the new primary. Retryable, like the rest.
+ */
+const READ_ONLY_SQLSTATE = '25006'
 const UNAVAILABLE_KINDS = new Set(['DatabaseNotReachable', 'DatabaseDoesNotExist', 'DatabaseAccessDenied', 'AuthenticationFailed'])
 const UNAVAILABLE_ERRNO = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EHOSTUNREACH', 'EAI_AGAIN'])
 /**
@@ -70,6 +76,9 @@ export function classifyDatabaseError (error: unknown): Classified | undefined {
   }
   // Node socket errors name themselves in `code` (`errno` is the number).
   const socketError = UNAVAILABLE_ERRNO.has(String(cause.code)) || UNAVAILABLE_ERRNO.has(String(e.code))
+  if (sqlState === READ_ONLY_SQLSTATE) {
+    return { status: 503, code: 'SERVICE_UNAVAILABLE', detail: 'The database takes only reads at the moment (a failover); retry shortly' }
+  }
   if (UNAVAILABLE_SQLSTATE.test(sqlState) || socketError || UNAVAILABLE_KINDS.has(cause.kind) ||
       /Can't reach database|Connection terminated|connect ECONNREFUSED|terminating connection|timeout exceeded when trying to connect|Client has encountered a connection error/.test(String(e.message))) {
     return unavailable()

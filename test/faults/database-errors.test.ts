@@ -26,7 +26,9 @@ t.test('unavailable: 503', async (t) => {
     ['socket: reset', errno('ECONNRESET')],
     ['prisma: P1001', Object.assign(new Error("Can't reach database server"), { code: 'P1001' })],
     ['adapter: not reachable', adapter({ kind: 'DatabaseNotReachable' })],
-    ['adapter: 57P01', adapter({ originalCode: '57P01', kind: 'postgres' })]
+    ['adapter: 57P01', adapter({ originalCode: '57P01', kind: 'postgres' })],
+    ['pg: read-only transaction (25006, a demoted primary)', pgError('25006', 'cannot execute INSERT in a read-only transaction')],
+    ['adapter: 25006', adapter({ originalCode: '25006', kind: 'postgres' })]
   ]
   for (const [what, error] of cases) {
     t.equal(classifyDatabaseError(error)?.status, 503, what)
