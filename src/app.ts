@@ -17,7 +17,7 @@ import { MemoryChallengeStore, RedisChallengeStore } from './lib/challenges.js'
 import { createAjv, createValidatorCompiler } from './lib/validation.js'
 import { adminApiKeyScheme, adminRoutes } from './modules/admin/index.js'
 import { authRoutes } from './modules/auth/index.js'
-import { factors, factorsRepository, securityRoutes, signInRoutes } from './modules/factors/index.js'
+import { CHALLENGES_PER_CLIENT, factors, factorsRepository, securityRoutes, signInRoutes } from './modules/factors/index.js'
 import { healthRoutes } from './modules/health/index.js'
 import { mailSender, outbox } from './modules/mail/index.js'
 import { metricsRoutes } from './modules/metrics/index.js'
@@ -64,6 +64,8 @@ export interface Tuning {
   keyFailures?: { max?: number, timeWindow?: number }
   /** Rotated refresh tokens kept per session (src/modules/sessions/repository.ts). */
   refreshTokensKept?: number
+  /** Live values of each in-memory challenge store, and WebAuthn challenges per client (src/lib/challenges.ts). */
+  challenges?: { maxKeys?: number, perOwner?: number }
   /** The clock of TOTP codes, ms (src/modules/factors/service.ts). */
   clock?: () => number
   /** The mail sender's poll interval and first retry's wait, ms, or no sending at all (src/modules/mail/sender.ts). */
@@ -172,12 +174,14 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
   // Second factors and passkeys; their challenges and second-step tickets are shared by the
   // replicas through Redis when configured.
   await app.register(factorsRepository)
+  const challengeLimits = { perOwner: CHALLENGES_PER_CLIENT, ...tuning.challenges }
   await app.register(factors, {
     rpId: config.auth.webauthnRpId,
     rpName: config.auth.webauthnRpName,
     origins: config.auth.webauthnOrigins,
     recentSignInMaxAgeMs: config.auth.recentSignInMaxAgeMs,
-    store: app.redis === null ? new MemoryChallengeStore() : new RedisChallengeStore(app.redis),
+    challenges: app.redis === null ? new MemoryChallengeStore(challengeLimits) : new RedisChallengeStore(app.redis, challengeLimits),
+    tickets: app.redis === null ? new MemoryChallengeStore({ maxKeys: tuning.challenges?.maxKeys }) : new RedisChallengeStore(app.redis),
     guesses,
     now: tuning.clock
   })

@@ -266,18 +266,20 @@ t.test('each route answers every status it documents, and documents every status
     const confirmed = await app.inject({ method: 'POST', url: '/api/security/totp/confirm', headers: session.auth, payload: { code: generateSync({ secret, epoch: Math.floor(Date.now() / 1000) }) } })
     return { ...session, recoveryCodes: confirmed.json().recoveryCodes }
   }
-  async function addPasskey (session: Session): Promise<string> {
+  /** A new passkey of `session`'s user: its id in the API and its credential id. */
+  async function addPasskey (session: Session, authenticator = soft): Promise<{ id: string, credentialId: string }> {
     const options = (await app.inject({ method: 'POST', url: '/api/security/passkey-options', headers: session.auth })).json()
-    return (await app.inject({ method: 'POST', url: '/api/security/passkeys', headers: session.auth, payload: { response: soft.register(options, origin) } })).json().id
+    const response = authenticator.register(options, origin)
+    return { id: (await app.inject({ method: 'POST', url: '/api/security/passkeys', headers: session.auth, payload: { response } })).json().id, credentialId: response.id }
   }
   const mfaUser = await withTotp()
-  const keyId = await addPasskey(mfaUser)
+  const { id: keyId, credentialId } = await addPasskey(mfaUser)
   const ticket = async () => (await app.inject({ method: 'POST', url: '/api/auth/login', payload: { username: mfaUser.username, password: mfaUser.password } })).json().mfaToken as string
   const UNKNOWN_TICKET = 'A'.repeat(43)
-  const assertion = async () => soft.authenticate((await app.inject({ method: 'POST', url: '/api/auth/passkey/options' })).json(), origin, { credentialId: keyId })
+  const assertion = async () => soft.authenticate((await app.inject({ method: 'POST', url: '/api/auth/passkey/options' })).json(), origin, { credentialId })
   const stepAssertion = async (mfaToken: string) => soft.authenticate((await app.inject({ method: 'POST', url: '/api/auth/mfa/passkey/options', payload: { mfaToken } })).json(), origin)
   const strayRegistration = new SoftAuthenticator().register({ challenge: 'c3RyYXk', rp: { name: 'x', id: app.config.auth.webauthnRpId }, user: { id: 'dXNlcg', name: 'u', displayName: 'u' }, pubKeyCredParams: [{ alg: -7, type: 'public-key' }] }, origin)
-  const stray = soft.authenticate({ challenge: 'c3RyYXk', rpId: app.config.auth.webauthnRpId, allowCredentials: [] }, origin, { credentialId: keyId })
+  const stray = soft.authenticate({ challenge: 'c3RyYXk', rpId: app.config.auth.webauthnRpId, allowCredentials: [] }, origin, { credentialId })
 
   const register = (url: string): Record<number, () => Promise<LightMyRequestResponse>> => ({
     201: () => app.inject({ method: 'POST', url, payload: newUser() }),
@@ -409,6 +411,11 @@ t.test('each route answers every status it documents, and documents every status
       200: () => app.inject({ method: 'POST', url: '/api/security/passkey-options', headers: me.auth }),
       401: () => app.inject({ method: 'POST', url: '/api/security/passkey-options' }),
       403: () => app.inject({ method: 'POST', url: '/api/security/passkey-options', headers: evil(me) }),
+      409: async () => {
+        const session = await registerAndLogin(app)
+        for (let i = 0; i < 20; i++) await addPasskey(session, new SoftAuthenticator())
+        return await app.inject({ method: 'POST', url: '/api/security/passkey-options', headers: session.auth })
+      },
       500: () => failing(app.factors, 'registrationOptions', () => app.inject({ method: 'POST', url: '/api/security/passkey-options', headers: me.auth })),
       503: () => down.inject({ method: 'POST', url: '/api/security/passkey-options', headers: me.auth })
     },
@@ -417,7 +424,7 @@ t.test('each route answers every status it documents, and documents every status
       400: async () => { const options = (await app.inject({ method: 'POST', url: '/api/security/passkey-options', headers: me.auth })).json(); return await app.inject({ method: 'POST', url: '/api/security/passkeys', headers: me.auth, payload: { response: new SoftAuthenticator().register(options, 'https://evil.example') } }) },
       401: () => app.inject({ method: 'POST', url: '/api/security/passkeys', payload: {} }),
       403: () => app.inject({ method: 'POST', url: '/api/security/passkeys', headers: evil(me), payload: {} }),
-      409: async () => { const options = (await app.inject({ method: 'POST', url: '/api/security/passkey-options', headers: other.auth })).json(); return await app.inject({ method: 'POST', url: '/api/security/passkeys', headers: other.auth, payload: { response: new SoftAuthenticator().register(options, origin, { credentialId: keyId }) } }) },
+      409: async () => { const options = (await app.inject({ method: 'POST', url: '/api/security/passkey-options', headers: other.auth })).json(); return await app.inject({ method: 'POST', url: '/api/security/passkeys', headers: other.auth, payload: { response: new SoftAuthenticator().register(options, origin, { credentialId }) } }) },
       413: () => app.inject({ method: 'POST', url: '/api/security/passkeys', headers: me.auth, payload: { name: 'x'.repeat(2_000_000) } }),
       415: () => app.inject({ method: 'POST', url: '/api/security/passkeys', headers: { ...me.auth, ...text.headers }, payload: text.payload }),
       500: () => failing(app.factors, 'register', () => app.inject({ method: 'POST', url: '/api/security/passkeys', headers: me.auth, payload: { response: strayRegistration } })),
@@ -435,7 +442,7 @@ t.test('each route answers every status it documents, and documents every status
       503: () => down.inject({ method: 'PATCH', url: `/api/security/passkeys/${keyId}`, headers: me.auth, payload: { name: 'x' } })
     },
     'DELETE /api/security/passkeys/{id}': {
-      204: async () => { const session = await registerAndLogin(app); return await app.inject({ method: 'DELETE', url: `/api/security/passkeys/${await addPasskey(session)}`, headers: session.auth }) },
+      204: async () => { const session = await registerAndLogin(app); return await app.inject({ method: 'DELETE', url: `/api/security/passkeys/${(await addPasskey(session)).id}`, headers: session.auth }) },
       400: () => app.inject({ method: 'DELETE', url: '/api/security/passkeys/not+base64url', headers: me.auth }),
       401: () => app.inject({ method: 'DELETE', url: `/api/security/passkeys/${keyId}` }),
       403: () => app.inject({ method: 'DELETE', url: `/api/security/passkeys/${keyId}`, headers: evil(mfaUser) }),

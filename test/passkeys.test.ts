@@ -11,6 +11,7 @@
  * The service believes PUBLIC_URL's origin; the authenticator reports that origin in its
  * client data whichever address the request goes to, as a browser behind a proxy would.
  */
+import { randomBytes } from 'node:crypto'
 import type { PublicKeyCredentialCreationOptionsJSON, PublicKeyCredentialRequestOptionsJSON } from '@simplewebauthn/server'
 import { generateSync } from 'otplib'
 import t, { type Test } from 'tap'
@@ -18,7 +19,7 @@ import { assertProblem, type Answer } from './helpers/assertions.js'
 import { build, newUser, type BuildOptions, type TestApp } from './helpers/build.js'
 import { createTestDatabase } from './helpers/database.js'
 import { testRedis } from './helpers/redis.js'
-import { SoftAuthenticator } from './helpers/soft-authenticator.js'
+import { SoftAuthenticator, type RegisterCall } from './helpers/soft-authenticator.js'
 
 const ORIGIN = 'http://localhost:3000'
 const ENV = { PUBLIC_URL: ORIGIN }
@@ -65,12 +66,14 @@ async function addPasskey ({ call }: Server, token: string, authenticator: SoftA
 }
 
 /** Passwordless sign-in: options, the authenticator's assertion (signed with `origin`), login. */
-async function passwordless ({ call }: Server, authenticator: SoftAuthenticator, how: { origin?: string, credentialId?: string, userVerification?: boolean } = {}) {
+async function passwordless ({ call }: Server, authenticator: SoftAuthenticator, how: { origin?: string, credentialId?: string, userVerification?: boolean, crossOrigin?: boolean } = {}) {
   const options = await call('POST', '/api/auth/passkey/options', {})
   if (options.status !== 200) throw new Error(`options: ${options.status} ${options.body}`)
   const response = authenticator.authenticate(options.data as PublicKeyCredentialRequestOptionsJSON, how.origin ?? ORIGIN, how)
   return await call('POST', '/api/auth/passkey/login', { response })
 }
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
 
 const totpCode = (secret: string, offsetSteps = 0) => generateSync({ secret, epoch: Math.floor(Date.now() / 1000) + 30 * offsetSteps })
 
@@ -90,12 +93,13 @@ t.test('register a passkey, list, rename, delete', async (t) => {
   const response = authenticator.register(creation, ORIGIN)
   const added = await call('POST', '/api/security/passkeys', { response, name: 'Laptop' }, me.token)
   t.equal(added.status, 201, added.body)
-  t.match(added.data, { id: response.id, name: 'Laptop', lastUsedAt: null, backedUp: false })
+  t.match(added.data, { id: UUID, name: 'Laptop', lastUsedAt: null, backedUp: false })
+  t.not(added.data.id, response.id, "the API names it by the service's short id, not its credential id")
   t.ok(Date.parse(added.data.createdAt) > Date.now() - 60_000, 'createdAt')
 
   const security = await call('GET', '/api/security', undefined, me.token)
   t.equal(security.status, 200)
-  t.same(security.data.passkeys.map((p: { id: string }) => p.id), [response.id], 'listed')
+  t.same(security.data.passkeys.map((p: { id: string }) => p.id), [added.data.id], 'listed')
   t.same(security.data.totp, { enabled: false, enabledAt: null })
 
   const again = await call('POST', '/api/security/passkey-options', undefined, me.token)
@@ -106,17 +110,18 @@ t.test('register a passkey, list, rename, delete', async (t) => {
   t.equal(second.backedUp, true, 'a synced passkey says so')
   t.equal(typeof second.name, 'string', 'a default name')
 
-  const renamed = await call('PATCH', `/api/security/passkeys/${response.id}`, { name: 'Work laptop' }, me.token)
+  const renamed = await call('PATCH', `/api/security/passkeys/${added.data.id}`, { name: 'Work laptop' }, me.token)
   t.equal(renamed.status, 200, renamed.body)
   t.equal(renamed.data.name, 'Work laptop')
-  const blank = await call('PATCH', `/api/security/passkeys/${response.id}`, { name: ' \t ' }, me.token)
+  const blank = await call('PATCH', `/api/security/passkeys/${added.data.id}`, { name: ' \t ' }, me.token)
   t.equal(blank.status, 400, 'a blank name is refused')
   t.equal(blank.data.errors?.[0]?.field, '/name')
-  const deleted = await call('DELETE', `/api/security/passkeys/${response.id}`, undefined, me.token)
+  assertProblem(t, await call('DELETE', `/api/security/passkeys/${response.id}`, undefined, me.token), 400, 'VALIDATION_FAILED')
+  const deleted = await call('DELETE', `/api/security/passkeys/${added.data.id}`, undefined, me.token)
   t.equal(deleted.status, 204, deleted.body)
   const after = await call('GET', '/api/security', undefined, me.token)
   t.same(after.data.passkeys.map((p: { id: string }) => p.id), [second.id], 'one left')
-  assertProblem(t, await call('DELETE', `/api/security/passkeys/${response.id}`, undefined, me.token), 404, 'NOT_FOUND')
+  assertProblem(t, await call('DELETE', `/api/security/passkeys/${added.data.id}`, undefined, me.token), 404, 'NOT_FOUND')
 
   const phished = new SoftAuthenticator().register((await call('POST', '/api/security/passkey-options', undefined, me.token)).data, 'https://evil.example')
   const refused = await call('POST', '/api/security/passkeys', { response: phished }, me.token)
@@ -225,16 +230,16 @@ t.test('refused: a counter that goes backwards (a cloned key), a wrong origin, a
   const me = await signedUp(server)
   const authenticator = new SoftAuthenticator()
   const key = await addPasskey(server, me.token, authenticator)
-  const clone = authenticator.clone(key.id)
+  const clone = authenticator.clone(authenticator.credentials[0]!.id)
   t.equal((await passwordless(server, authenticator)).status, 200, 'the original: counter 1')
   t.equal((await passwordless(server, authenticator)).status, 200, 'the original: counter 2')
   const refused = async (reply: Reply, reason: RegExp, what: string) => {
     t.match(assertProblem(t, reply, 401, 'PASSKEY_REFUSED').detail, reason, what)
   }
   await refused(await passwordless(server, clone), /counter/i, 'the clone signs counter 1 after the original signed 2')
-  authenticator.credential(key.id).signCount = 1
+  authenticator.credential(authenticator.credentials[0]!.id).signCount = 1
   await refused(await passwordless(server, authenticator), /counter/i, 'the counter set back to 2, once 2 was seen')
-  authenticator.credential(key.id).signCount = 100
+  authenticator.credential(authenticator.credentials[0]!.id).signCount = 100
 
   await refused(await passwordless(server, authenticator, { origin: 'http://localhost:3001' }), /origin/i, 'another port')
   await refused(await passwordless(server, authenticator, { origin: 'https://localhost.evil.example' }), /origin/i, 'another site')
@@ -310,4 +315,139 @@ t.test('replicas: options from one, verification on the other', async (t) => {
     const added = await b.call('POST', '/api/security/passkeys', { response: new SoftAuthenticator().register(creation.data, ORIGIN) }, me.token)
     assertProblem(t, added, 400, 'PASSKEY_NOT_REGISTERED')
   })
+})
+
+/** A registration of `authenticator` made with fresh options, as `call` crafts it: the answer to POST /api/security/passkeys. */
+async function registerWith ({ call }: Server, token: string, authenticator: SoftAuthenticator, how: RegisterCall = {}) {
+  const options = await call('POST', '/api/security/passkey-options', undefined, token)
+  if (options.status !== 200) throw new Error(`options: ${options.status} ${options.body}`)
+  return await call('POST', '/api/security/passkeys', { response: authenticator.register(options.data, ORIGIN, how) }, token)
+}
+
+const idOf = (bytes: number) => randomBytes(bytes).toString('base64url')
+
+t.test('long credential ids: up to 1,023 bytes registered, renamed and deleted by the listed id; longer ones refused', async (t) => {
+  const server = await start(t)
+  const me = await signedUp(server)
+  for (const bytes of [300, 1023]) {
+    const authenticator = new SoftAuthenticator()
+    const added = await registerWith(server, me.token, authenticator, { credentialId: idOf(bytes) })
+    t.equal(added.status, 201, `a ${bytes}-byte credential id: ${added.body.slice(0, 200)}`)
+    t.match(added.data.id, UUID, 'named by a short id')
+    const listed = (await server.call('GET', '/api/security', undefined, me.token)).data.passkeys.find((p: { id: string }) => p.id === added.data.id)
+    t.ok(listed, 'listed under that id')
+    const renamed = await server.call('PATCH', `/api/security/passkeys/${listed.id}`, { name: 'Long id' }, me.token)
+    t.equal(renamed.status, 200, `renamed (the 414 of the credential id in the path is gone): ${renamed.body}`)
+    t.equal((await passwordless(server, authenticator)).status, 200, 'it signs in')
+    const deleted = await server.call('DELETE', `/api/security/passkeys/${listed.id}`, undefined, me.token)
+    t.equal(deleted.status, 204, 'deleted')
+    t.match(assertProblem(t, await passwordless(server, authenticator), 401, 'PASSKEY_REFUSED').detail, /not registered/, 'and signs in no more')
+  }
+  const tooLong = await registerWith(server, me.token, new SoftAuthenticator(), { credentialId: idOf(1024) })
+  t.match(assertProblem(t, tooLong, 400, 'PASSKEY_NOT_REGISTERED').detail, /1023 bytes/, '1,024 bytes: refused')
+  t.same((await server.call('GET', '/api/security', undefined, me.token)).data.passkeys, [], 'nothing kept')
+})
+
+t.test('hostile registrations: the authenticator data is what is checked and kept; never a 500', async (t) => {
+  const server = await start(t)
+  const me = await signedUp(server)
+  const huge = await registerWith(server, me.token, new SoftAuthenticator(), { credentialId: idOf(20_000), responseId: idOf(16) })
+  t.match(assertProblem(t, huge, 400, 'PASSKEY_NOT_REGISTERED').detail, /1023 bytes/, 'a 20,000-byte id in the authenticator data behind a short JSON id: 400, not 500')
+  const swapped = await registerWith(server, me.token, new SoftAuthenticator(), { credentialId: idOf(16), responseId: idOf(16) })
+  t.match(assertProblem(t, swapped, 400, 'PASSKEY_NOT_REGISTERED').detail, /authenticator data/, 'another id in the JSON than in the authenticator data')
+  const padded = await registerWith(server, me.token, new SoftAuthenticator(), { coseExtraBytes: 16_384 })
+  t.match(assertProblem(t, padded, 400, 'PASSKEY_NOT_REGISTERED').detail, /public key is longer than 1024 bytes/, 'a COSE key with 16 kB of extra parameters')
+  t.same((await server.call('GET', '/api/security', undefined, me.token)).data.passkeys, [], 'nothing kept')
+  t.equal((await registerWith(server, me.token, new SoftAuthenticator())).status, 201, 'an honest one still registers')
+})
+
+t.test('at most 20 passkeys a user: the options and the registration past it are 409 PASSKEY_QUOTA_EXCEEDED, even raced', async (t) => {
+  const server = await start(t)
+  const me = await signedUp(server)
+  for (let i = 0; i < 19; i++) await addPasskey(server, me.token, new SoftAuthenticator())
+  const [a, b] = await Promise.all([1, 2].map(async () => (await server.call('POST', '/api/security/passkey-options', undefined, me.token)).data))
+  const raced = await Promise.all([a, b].map(async (options) => await server.call('POST', '/api/security/passkeys', { response: new SoftAuthenticator().register(options, ORIGIN) }, me.token)))
+  t.same(raced.map((r) => r.status).sort(), [201, 409], 'two registrations at 19: one is the 20th, the other refused')
+  t.match(assertProblem(t, raced.find((r) => r.status === 409)!, 409, 'PASSKEY_QUOTA_EXCEEDED').detail, /20 passkeys/)
+  const security = await server.call('GET', '/api/security', undefined, me.token)
+  t.equal(security.data.passkeys.length, 20)
+  assertProblem(t, await server.call('POST', '/api/security/passkey-options', undefined, me.token), 409, 'PASSKEY_QUOTA_EXCEEDED')
+  t.equal((await server.call('DELETE', `/api/security/passkeys/${security.data.passkeys[0].id}`, undefined, me.token)).status, 204)
+  t.equal((await registerWith(server, me.token, new SoftAuthenticator())).status, 201, 'one deleted, one may be added')
+})
+
+t.test('cross-origin ceremonies (a frame of another site) are refused: registration, sign-in, second step', async (t) => {
+  const server = await start(t)
+  const me = await signedUp(server)
+  const framed = await registerWith(server, me.token, new SoftAuthenticator(), { crossOrigin: true })
+  t.match(assertProblem(t, framed, 400, 'PASSKEY_NOT_REGISTERED').detail, /crossOrigin/, 'registration')
+  const authenticator = new SoftAuthenticator()
+  await addPasskey(server, me.token, authenticator)
+  t.match(assertProblem(t, await passwordless(server, authenticator, { crossOrigin: true }), 401, 'PASSKEY_REFUSED').detail, /crossOrigin/, 'passwordless sign-in')
+  const enrol = await server.call('POST', '/api/security/totp', undefined, me.token)
+  await server.call('POST', '/api/security/totp/confirm', { code: totpCode(enrol.data.secret) }, me.token)
+  const { mfaToken } = (await server.call('POST', '/api/auth/login', { username: me.username, password: me.password })).data
+  const options = await server.call('POST', '/api/auth/mfa/passkey/options', { mfaToken })
+  const step = await server.call('POST', '/api/auth/mfa/passkey', { mfaToken, response: authenticator.authenticate(options.data, ORIGIN, { crossOrigin: true }) })
+  t.match(assertProblem(t, step, 401, 'PASSKEY_REFUSED').detail, /crossOrigin/, 'second step')
+  t.equal((await passwordless(server, authenticator)).status, 200, 'the same passkey, same-origin: signs in')
+})
+
+t.test('a flood of sign-in options evicts no ticket and no other client\'s challenge: 429 per client, 503 when full, with Retry-After', async (t) => {
+  // A small store (60 live challenges, 3 per client) so the flood is quick; the defaults are 100,000 and 50.
+  const server = await start(t, { env: { RATE_LIMIT_AUTH_MAX: '100000' }, tuning: { challenges: { maxKeys: 60, perOwner: 3 } } })
+  const { app, call } = server
+  const me = await signedUp(server)
+  const authenticator = new SoftAuthenticator()
+  await addPasskey(server, me.token, authenticator)
+  const enrol = await call('POST', '/api/security/totp', undefined, me.token)
+  await call('POST', '/api/security/totp/confirm', { code: totpCode(enrol.data.secret) }, me.token)
+
+  const ticket = (await call('POST', '/api/auth/login', { username: me.username, password: me.password })).data.mfaToken as string
+  const pending = (await call('POST', '/api/auth/passkey/options', {})).data as PublicKeyCredentialRequestOptionsJSON
+
+  const statuses = new Map<number, number>()
+  let perClient: Answer | undefined
+  let full: Answer | undefined
+  for (let i = 0; i < 40; i++) {
+    const remoteAddress = `10.0.0.${i + 1}`
+    for (let n = 0; n < 4; n++) {
+      const res = await app.inject({ method: 'POST', url: '/api/auth/passkey/options', remoteAddress })
+      statuses.set(res.statusCode, (statuses.get(res.statusCode) ?? 0) + 1)
+      if (res.statusCode === 429) perClient ??= res
+      if (res.statusCode === 503) full ??= res
+    }
+  }
+  t.comment(`160 options requests from 40 addresses: ${JSON.stringify(Object.fromEntries(statuses))}`)
+  t.equal(statuses.get(200), 60 - 1, 'the store filled up (beside the pending sign-in\'s challenge)')
+  t.match(assertProblem(t, perClient!, 429, 'RATE_LIMITED').detail, /challenges pending/, 'a fourth from one address: 429')
+  t.ok(Number(perClient!.headers['retry-after']) > 0 && Number(perClient!.headers['retry-after']) <= 300, `Retry-After ${String(perClient!.headers['retry-after'])}`)
+  t.match(assertProblem(t, full!, 503, 'SERVICE_UNAVAILABLE').detail, /challenges are pending/, 'a full store: 503')
+  t.ok(Number(full!.headers['retry-after']) > 0, `Retry-After ${String(full!.headers['retry-after'])}`)
+
+  const signIn = await app.inject({ method: 'POST', url: '/api/auth/passkey/login', payload: { response: authenticator.authenticate(pending, ORIGIN) } })
+  t.equal(signIn.statusCode, 200, `the sign-in started before the flood completes: ${signIn.body}`)
+  const step = await app.inject({ method: 'POST', url: '/api/auth/mfa/totp', payload: { mfaToken: ticket, code: totpCode(enrol.data.secret, 1) } })
+  t.equal(step.statusCode, 200, `the ticket issued before the flood completes: ${step.body}`)
+})
+
+t.test('with Redis, a client\'s share of challenges holds across replicas', async (t) => {
+  const redis = await testRedis(t)
+  if (redis === undefined) return
+  const databaseUrl = await createTestDatabase(t)
+  const options = { databaseUrl, env: { REDIS_URL: redis.url, REDIS_KEY_PREFIX: redis.prefix, RATE_LIMIT_AUTH_MAX: '1000' }, tuning: { challenges: { perOwner: 4 } } }
+  const a = await start(t, options)
+  const b = await start(t, options)
+  const me = await signedUp(a)
+  const authenticator = new SoftAuthenticator()
+  await addPasskey(a, me.token, authenticator)
+  const ask = async (server: Server, remoteAddress: string) => await server.app.inject({ method: 'POST', url: '/api/auth/passkey/options', remoteAddress })
+  const first = await ask(a, '10.1.0.1')
+  t.same([(await ask(b, '10.1.0.1')).statusCode, (await ask(a, '10.1.0.1')).statusCode, (await ask(b, '10.1.0.1')).statusCode], [200, 200, 200])
+  const refused = await ask(b, '10.1.0.1')
+  assertProblem(t, refused, 429, 'RATE_LIMITED')
+  t.ok(Number(refused.headers['retry-after']) > 290, `the fifth, on the other replica: 429 until the first expires (Retry-After ${String(refused.headers['retry-after'])})`)
+  t.equal((await ask(a, '10.1.0.2')).statusCode, 200, 'another client is not held back')
+  const response = authenticator.authenticate(first.json(), ORIGIN)
+  t.equal((await b.call('POST', '/api/auth/passkey/login', { response })).status, 200, "the client's first challenge still works, on either replica")
 })

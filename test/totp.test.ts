@@ -34,9 +34,10 @@ t.test('RFC 6238 vectors and step boundaries (fake clock)', async (t) => {
   t.equal(codeStep(RFC_SECRET, '28708', 59_000), null, 'five digits')
 })
 
-t.test('the challenge store: single use, expiry, bounded', async (t) => {
+t.test('the challenge store: single use, expiry, bounded by refusing (never evicting)', async (t) => {
   let clock = 0
-  const store = new MemoryChallengeStore(3, () => clock)
+  const store = new MemoryChallengeStore({ maxKeys: 3, perOwner: 2 }, () => clock)
+  const refusal = async (put: Promise<void>): Promise<unknown> => await put.then(() => 'kept', (error: unknown) => error)
   await store.put('a', '1', 1000)
   t.equal(await store.peek('a'), '1', 'peek reads')
   t.equal(await store.take('a'), '1', 'take reads once')
@@ -44,9 +45,19 @@ t.test('the challenge store: single use, expiry, bounded', async (t) => {
   await store.put('b', '2', 1000)
   clock = 1000
   t.equal(await store.take('b'), null, 'expired at its ttl')
-  for (const key of ['c', 'd', 'e', 'f']) await store.put(key, key, 10_000)
-  t.equal(await store.peek('c'), null, 'past maxKeys the oldest goes')
-  t.equal(await store.peek('f'), 'f', 'the newest stays')
+  for (const key of ['c', 'd', 'e']) await store.put(key, key, 10_000)
+  t.match(await refusal(store.put('f', 'f', 10_000)), { reason: 'full', retryAfterMs: 10_000 }, 'full: refused, with the wait until the oldest expires')
+  t.equal(await store.peek('c'), 'c', 'the oldest stays')
+  clock = 11_000
+  await store.put('x1', '1', 10_000, 'client-a')
+  await store.put('x2', '2', 10_000, 'client-a')
+  t.match(await refusal(store.put('x3', '3', 10_000, 'client-a')), { reason: 'owner' }, "past its owner's share: refused")
+  await store.put('y1', '1', 10_000, 'client-b')
+  t.equal(await store.take('x1'), '1', "a used value still counts in its owner's share until it expires")
+  t.match(await refusal(store.put('x3', '3', 10_000, 'client-a')), { reason: 'owner', retryAfterMs: 10_000 }, 'until its oldest expires')
+  clock = 21_000
+  await store.put('x3', '3', 10_000, 'client-a')
+  t.equal(await store.peek('x3'), '3', 'once its oldest expired, the owner may again')
 })
 
 let now = Date.parse('2026-11-26T12:00:10Z')

@@ -14,13 +14,13 @@ const MEANINGS: Record<number, string> = {
   404: 'No such resource (`NOT_FOUND`)',
   406: 'None of the representations the route offers is acceptable to the Accept header (`NOT_ACCEPTABLE`)',
   408: 'The body arrived below the minimum rate (`SLOW_CLIENT_MIN_BYTES_PER_S` over a `SLOW_CLIENT_WINDOW_MS` window): `BODY_TOO_SLOW`, and the connection is closed',
-  409: 'The request conflicts with what exists: the username or e-mail address is taken (`CONFLICT`), or you hold as many products or image bytes as one user may (`PRODUCT_QUOTA_EXCEEDED`, `IMAGE_QUOTA_EXCEEDED`: delete some first)',
+  409: 'The request conflicts with what exists: the username or e-mail address is taken (`CONFLICT`), or you hold as many products, image bytes or passkeys as one user may (`PRODUCT_QUOTA_EXCEEDED`, `IMAGE_QUOTA_EXCEEDED`, `PASSKEY_QUOTA_EXCEEDED`: delete some first)',
   413: 'The body (or the uploaded image) is larger than the limit (`PAYLOAD_TOO_LARGE`)',
   415: 'The body is not JSON (an image upload: not multipart, or not a PNG, JPEG or WebP by its bytes), or is compressed (`UNSUPPORTED_MEDIA_TYPE`, `UNSUPPORTED_IMAGE_TYPE`)',
   416: 'The Range header selects nothing of the resource; `Content-Range: bytes */size` gives its size (`RANGE_NOT_SATISFIABLE`)',
-  429: 'Too many attempts or refreshes of one session (`RATE_LIMITED`), or this client already has its share of requests in progress (`TOO_MANY_IN_PROGRESS`, before routing); `Retry-After` says when to try again',
+  429: 'Too many attempts or refreshes of one session, or passkey challenges pending for this client (`RATE_LIMITED`), or this client already has its share of requests in progress (`TOO_MANY_IN_PROGRESS`, before routing); `Retry-After` says when to try again',
   500: 'An unexpected error; it is logged with the request id (`INTERNAL`)',
-  503: 'The database is unavailable or the service is overloaded; `Retry-After` says when to try again (`SERVICE_UNAVAILABLE`, `OVERLOADED`)'
+  503: 'The database (or Redis) is unavailable, the service is overloaded, or too many passkey challenges or second steps are pending; `Retry-After` says when to try again (`SERVICE_UNAVAILABLE`, `OVERLOADED`)'
 }
 
 /**
@@ -41,7 +41,7 @@ const EXAMPLES: Record<number, Array<[code: string, detail: string]>> = {
   404: [['NOT_FOUND', 'Product 7 does not exist']],
   406: [['NOT_ACCEPTABLE', 'The product list is served as application/json or text/csv; the Accept header allows neither']],
   408: [['BODY_TOO_SLOW', 'The request body arrived too slowly']],
-  409: [['CONFLICT', 'The username or e-mail address is already taken'], ['PRODUCT_QUOTA_EXCEEDED', 'You hold 1000 products, as many as one user may: delete one first'], ['IMAGE_QUOTA_EXCEEDED', 'Your images would take more than 104857600 bytes: delete some first'], ['TOTP_ENABLED', 'TOTP is on already: turn it off first to enrol a new authenticator'], ['TOTP_NOT_PENDING', 'No TOTP enrolment is pending: start one first (POST /api/security/totp)'], ['TOTP_NOT_ENABLED', 'TOTP is off']],
+  409: [['CONFLICT', 'The username or e-mail address is already taken'], ['PRODUCT_QUOTA_EXCEEDED', 'You hold 1000 products, as many as one user may: delete one first'], ['IMAGE_QUOTA_EXCEEDED', 'Your images would take more than 104857600 bytes: delete some first'], ['TOTP_ENABLED', 'TOTP is on already: turn it off first to enrol a new authenticator'], ['TOTP_NOT_PENDING', 'No TOTP enrolment is pending: start one first (POST /api/security/totp)'], ['TOTP_NOT_ENABLED', 'TOTP is off'], ['PASSKEY_QUOTA_EXCEEDED', 'You hold 20 passkeys, as many as one user may: delete one to add another']],
   413: [['PAYLOAD_TOO_LARGE', 'Request body is too large']],
   415: [['UNSUPPORTED_MEDIA_TYPE', 'Unsupported Media Type: text/plain'], ['UNSUPPORTED_IMAGE_TYPE', 'The file is not a PNG, JPEG or WebP image (judged by its content, not its name or Content-Type)']],
   416: [['RANGE_NOT_SATISFIABLE', 'The range is past the end of the image (2048 bytes)']],

@@ -3,7 +3,9 @@
  * signatures, `none` attestation. It plays the browser too: it writes clientDataJSON with the
  * origin it is given (a wrong one forges a phishing site). What a test can set: user
  * verification, the signature counter, the backup flags; a credential can be cloned (same
- * key, a counter of its own), as a copied key would be.
+ * key, a counter of its own), as a copied key would be. Hostile registrations: a chosen
+ * credential id (any length), another id in the JSON than in the authenticator data, a COSE
+ * key padded with extra parameters; and a ceremony reported as run in a cross-origin frame.
  */
 import { createHash, createPublicKey, generateKeyPairSync, randomBytes, sign, type KeyObject } from 'node:crypto'
 import type {
@@ -58,6 +60,18 @@ export interface SoftCredential {
   counts: boolean
 }
 
+export interface RegisterCall {
+  userVerification?: boolean
+  /** The credential id in the authenticator data (and the JSON `id`, unless `responseId`), base64url: forges someone else's, or an oversized one. */
+  credentialId?: string
+  /** Another `id`/`rawId` in the JSON than the authenticator data's. */
+  responseId?: string
+  /** Pads the COSE public key with an extra parameter of this many bytes. */
+  coseExtraBytes?: number
+  /** The client data says the ceremony ran in a cross-origin frame. */
+  crossOrigin?: boolean
+}
+
 export interface SoftAuthenticatorOptions {
   /** The authenticator verifies the user (PIN, biometrics): the UV flag. Default true. */
   userVerification?: boolean
@@ -76,7 +90,7 @@ export class SoftAuthenticator {
   }
 
   /** navigator.credentials.create(): a new key pair for the RP, answered as RegistrationResponseJSON. */
-  register (options: PublicKeyCredentialCreationOptionsJSON, origin: string, call: { userVerification?: boolean, credentialId?: string } = {}): RegistrationResponseJSON {
+  register (options: PublicKeyCredentialCreationOptionsJSON, origin: string, call: RegisterCall = {}): RegistrationResponseJSON {
     const rpId = options.rp.id ?? new URL(origin).hostname
     if (!options.pubKeyCredParams.some((p) => p.alg === ES256)) throw new Error('NotSupportedError: the RP does not accept ES256')
     const excluded = new Set((options.excludeCredentials ?? []).map((c) => c.id))
@@ -86,10 +100,12 @@ export class SoftAuthenticator {
     const { privateKey, publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' })
     // A chosen id forges a registration of someone else's credential id.
     const id = call.credentialId === undefined ? randomBytes(16) : Buffer.from(call.credentialId, 'base64url')
-    const credential: SoftCredential = { id: b64url(id), rpId, userHandle: options.user.id, discoverable, privateKey, signCount: 0, counts: true }
+    const credential: SoftCredential = { id: call.responseId ?? b64url(id), rpId, userHandle: options.user.id, discoverable, privateKey, signCount: 0, counts: true }
 
     const jwk = publicKey.export({ format: 'jwk' })
     const cose = new Map<number, Cbor>([[1, 2], [3, ES256], [-1, 1], [-2, Buffer.from(jwk.x!, 'base64url')], [-3, Buffer.from(jwk.y!, 'base64url')]])
+    // An unregistered label (COSE keeps unknown parameters) carrying padding.
+    if (call.coseExtraBytes !== undefined) cose.set(1000, Buffer.alloc(call.coseExtraBytes, 0x61))
     const idLength = Buffer.alloc(2)
     idLength.writeUInt16BE(id.length)
     const authData = Buffer.concat([this.#header(rpId, FLAG_AT, call.userVerification, 0), Buffer.alloc(16), idLength, id, encodeCbor(cose)])
@@ -102,7 +118,7 @@ export class SoftAuthenticator {
       authenticatorAttachment: 'platform',
       clientExtensionResults: {},
       response: {
-        clientDataJSON: this.#clientData('webauthn.create', options.challenge, origin),
+        clientDataJSON: this.#clientData('webauthn.create', options.challenge, origin, call.crossOrigin),
         attestationObject: b64url(attestationObject),
         authenticatorData: b64url(authData),
         publicKey: b64url(publicKey.export({ format: 'der', type: 'spki' })),
@@ -116,7 +132,7 @@ export class SoftAuthenticator {
    * navigator.credentials.get(): an assertion by the credential the options allow (with an
    * empty allowCredentials, a discoverable credential of the RP: `credentialId`, else the newest).
    */
-  authenticate (options: PublicKeyCredentialRequestOptionsJSON, origin: string, call: { credentialId?: string, userVerification?: boolean } = {}): AuthenticationResponseJSON {
+  authenticate (options: PublicKeyCredentialRequestOptionsJSON, origin: string, call: { credentialId?: string, userVerification?: boolean, crossOrigin?: boolean } = {}): AuthenticationResponseJSON {
     const rpId = options.rpId ?? new URL(origin).hostname
     const allowed = options.allowCredentials ?? []
     const candidates = this.credentials.filter((c) => c.rpId === rpId && (allowed.length === 0 ? c.discoverable : allowed.some((a) => a.id === c.id)))
@@ -124,7 +140,7 @@ export class SoftAuthenticator {
     if (credential === undefined) throw new Error(`NotAllowedError: no credential for ${rpId} on this authenticator`)
     if (credential.counts) credential.signCount += 1
     const authData = this.#header(rpId, 0, call.userVerification, credential.signCount)
-    const clientDataJSON = this.#clientData('webauthn.get', options.challenge, origin)
+    const clientDataJSON = this.#clientData('webauthn.get', options.challenge, origin, call.crossOrigin)
     const signature = sign('sha256', Buffer.concat([authData, sha256(Buffer.from(clientDataJSON, 'base64url'))]), credential.privateKey)
     return {
       id: credential.id,
@@ -169,7 +185,8 @@ export class SoftAuthenticator {
     return Buffer.concat([sha256(rpId), Buffer.from([flags]), counter])
   }
 
-  #clientData (type: string, challenge: string, origin: string): string {
-    return b64url(Buffer.from(JSON.stringify({ type, challenge, origin, crossOrigin: false })))
+  /** A cross-origin ceremony as a browser reports one in a frame (`crossOrigin: true`), without `topOrigin` as older browsers do. */
+  #clientData (type: string, challenge: string, origin: string, crossOrigin = false): string {
+    return b64url(Buffer.from(JSON.stringify({ type, challenge, origin, crossOrigin })))
   }
 }

@@ -11,7 +11,10 @@ import { sql, type Transaction } from '../../db/sql.js'
 import type { PrismaClient } from '../../generated/prisma/client.js'
 
 export interface PasskeyRow {
+  /** The credential id (base64url): WebAuthn's lookup key. */
   id: string
+  /** The short id the API names the passkey by (a UUID). */
+  publicId: string
   userId: number
   publicKey: Buffer
   counter: number
@@ -22,7 +25,7 @@ export interface PasskeyRow {
   lastUsedAt: Date | null
 }
 
-const PASSKEY_COLUMNS = `id, user_id AS "userId", public_key AS "publicKey", counter::float8 AS counter, coalesce(transports, '{}') AS transports,
+const PASSKEY_COLUMNS = `id, public_id::text AS "publicId", user_id AS "userId", public_key AS "publicKey", counter::float8 AS counter, coalesce(transports, '{}') AS transports,
   name, backed_up AS "backedUp", created_at AS "createdAt", last_used_at AS "lastUsedAt"`
 
 export function factorsRepository (prisma: PrismaClient) {
@@ -109,21 +112,30 @@ export function factorsRepository (prisma: PrismaClient) {
       return row ?? null
     },
 
-    /** A new passkey; a credential id registered already (by anyone) is a unique violation: 409. */
-    async addPasskey (passkey: Omit<PasskeyRow, 'createdAt' | 'lastUsedAt'>): Promise<PasskeyRow> {
-      const [row] = await db.rows<PasskeyRow>('passkey-insert', `INSERT INTO passkeys (id, user_id, public_key, counter, transports, name, backed_up)
-        VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING ${PASSKEY_COLUMNS}`,
-      [passkey.id, passkey.userId, passkey.publicKey, passkey.counter, passkey.transports, passkey.name, passkey.backedUp])
-      return row!
+    /**
+     * A new passkey, counted under the user's row lock: `{ quota }` when the user holds `max`
+     * already, null when the user is gone. A credential id registered already (by anyone) is
+     * a unique violation: 409.
+     */
+    async addPasskey (passkey: Omit<PasskeyRow, 'publicId' | 'name' | 'createdAt' | 'lastUsedAt'> & { name: string | undefined }, max: number): Promise<PasskeyRow | { quota: number } | null> {
+      return await db.forUser('passkey-insert', passkey.userId, async (tx) => {
+        const [{ held }] = await db.rows<{ held: number }>('passkeys-count', 'SELECT count(*)::int AS held FROM passkeys WHERE user_id = $1', [passkey.userId], tx) as [{ held: number }]
+        if (held >= max) return { quota: held }
+        const [row] = await db.rows<PasskeyRow>('passkey-insert', `INSERT INTO passkeys (id, user_id, public_key, counter, transports, name, backed_up)
+          VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING ${PASSKEY_COLUMNS}`,
+        [passkey.id, passkey.userId, passkey.publicKey, passkey.counter, passkey.transports, passkey.name ?? `Passkey ${held + 1}`, passkey.backedUp], tx)
+        return row!
+      })
     },
 
-    async renamePasskey (userId: number, id: string, name: string): Promise<PasskeyRow | null> {
-      const [row] = await db.rows<PasskeyRow>('passkey-rename', `UPDATE passkeys SET name = $3 WHERE user_id = $1 AND id = $2 RETURNING ${PASSKEY_COLUMNS}`, [userId, id, name])
+    /** Renames the user's passkey `publicId`; null when the user has none with that id. */
+    async renamePasskey (userId: number, publicId: string, name: string): Promise<PasskeyRow | null> {
+      const [row] = await db.rows<PasskeyRow>('passkey-rename', `UPDATE passkeys SET name = $3 WHERE user_id = $1 AND public_id = $2::uuid RETURNING ${PASSKEY_COLUMNS}`, [userId, publicId, name])
       return row ?? null
     },
 
-    async deletePasskey (userId: number, id: string): Promise<boolean> {
-      return (await db.rows('passkey-delete', 'DELETE FROM passkeys WHERE user_id = $1 AND id = $2 RETURNING 1', [userId, id])).length > 0
+    async deletePasskey (userId: number, publicId: string): Promise<boolean> {
+      return (await db.rows('passkey-delete', 'DELETE FROM passkeys WHERE user_id = $1 AND public_id = $2::uuid RETURNING 1', [userId, publicId])).length > 0
     },
 
     /**

@@ -15,7 +15,7 @@ import {
   CodeStepBody, ConfirmTotpBody, CreationOptions, DisableTotpBody, MfaTokenBody, Passkey, PasskeyParams, PasskeySignInBody, PasskeyStepBody,
   RecoveryCodes, RegisterPasskeyBody, RenamePasskeyBody, RequestOptions, Security, TotpEnrolment
 } from './schemas.js'
-import type { SignIn } from './service.js'
+import { CHALLENGES_PER_CLIENT, CREDENTIAL_ID_MAX_BYTES, PASSKEYS_MAX_PER_USER, PUBLIC_KEY_MAX_BYTES, type SignIn } from './service.js'
 
 export interface SignInRoutesOptions {
   authBudget: AuthBudget
@@ -23,6 +23,9 @@ export interface SignInRoutesOptions {
   accessTokenTtl: string
   originCheck: OriginCheck
 }
+
+const CHALLENGE_LIMITS = `A client address holds at most ${CHALLENGES_PER_CLIENT} live challenges (used ones count until they expire): past it, 429 \`RATE_LIMITED\`; ` +
+  'a full store (memory mode), 503; both with `Retry-After`. No request ever voids another client\'s challenge or a pending second step.'
 
 const sessionAnswer = { 200: json(SessionResult, { headers: { ...HEADERS.setCookie, ...HEADERS.noStore } }) }
 
@@ -67,10 +70,11 @@ export const signInRoutes: FastifyPluginAsyncTypebox<SignInRoutesOptions> = asyn
       operationId: 'secondStepPasskeyOptions',
       tags: ['auth'],
       summary: 'The WebAuthn options to complete a login\'s second step with one of the user\'s passkeys',
+      description: CHALLENGE_LIMITS,
       body: MfaTokenBody,
       response: { 200: json(RequestOptions), ...problems(400, 401, 413, 415) }
     }
-  }, async (request) => await factors.secondStepPasskeyOptions(request.body.mfaToken))
+  }, async (request, reply) => await factors.secondStepPasskeyOptions(request.body.mfaToken, reply))
 
   app.post('/mfa/passkey', {
     ...guarded,
@@ -78,7 +82,7 @@ export const signInRoutes: FastifyPluginAsyncTypebox<SignInRoutesOptions> = asyn
       operationId: 'completeLoginWithPasskey',
       tags: ['auth'],
       summary: 'Complete a login\'s second step with a passkey; starts the session',
-      description: 'The assertion answers the options of `POST /api/auth/mfa/passkey/options` (single use, 5 min). Refused: 401 `PASSKEY_REFUSED` with the reason.',
+      description: 'The assertion answers the options of `POST /api/auth/mfa/passkey/options` (single use, 5 min). Refused (as for `POST /api/auth/passkey/login`, a cross-origin frame included): 401 `PASSKEY_REFUSED` with the reason.',
       body: PasskeyStepBody,
       response: { ...sessionAnswer, ...problems(400, 401, 403, 413, 415) }
     }
@@ -93,11 +97,11 @@ export const signInRoutes: FastifyPluginAsyncTypebox<SignInRoutesOptions> = asyn
       operationId: 'passkeySignInOptions',
       tags: ['auth'],
       summary: 'The WebAuthn options of a sign-in with a passkey alone (no name typed)',
-      description: 'No body. The challenge works once, for 5 minutes, on any replica.',
+      description: `No body. The challenge works once, for 5 minutes, on any replica. ${CHALLENGE_LIMITS}`,
       'x-optional-body': true,
       response: { 200: json(RequestOptions), ...problems() }
     }
-  }, async () => await factors.signInOptions())
+  }, async (_request, reply) => await factors.signInOptions(reply))
 
   app.post('/passkey/login', {
     ...guarded,
@@ -106,7 +110,7 @@ export const signInRoutes: FastifyPluginAsyncTypebox<SignInRoutesOptions> = asyn
       tags: ['auth'],
       summary: 'Sign in with a passkey alone; starts a session',
       description: 'The assertion answers the options of `POST /api/auth/passkey/options`; the passkey names its user, whose user verification (PIN, biometrics) is required. ' +
-        '`mode` as for login (`token` by default). Refused (unknown or deleted passkey, wrong origin, a counter that did not go up, a used or expired challenge, no user verification): 401 `PASSKEY_REFUSED` with the reason.',
+        '`mode` as for login (`token` by default). Refused (unknown or deleted passkey, wrong origin, made in a cross-origin frame, a counter that did not go up, a used or expired challenge, no user verification): 401 `PASSKEY_REFUSED` with the reason.',
       body: PasskeySignInBody,
       response: { ...sessionAnswer, ...problems(400, 401, 403, 413, 415) }
     }
@@ -196,11 +200,12 @@ export const securityRoutes: FastifyPluginAsyncTypebox = async (parent) => {
       operationId: 'passkeyRegistrationOptions',
       tags: ['security'],
       summary: 'The WebAuthn options to register a new passkey (discoverable, user verification required)',
+      description: `A user holds at most ${PASSKEYS_MAX_PER_USER} passkeys: past it, 409 \`PASSKEY_QUOTA_EXCEEDED\` until one is deleted. ${CHALLENGE_LIMITS}`,
       security: sessionAuth,
       'x-optional-body': true,
-      response: { 200: json(CreationOptions), ...problems(401, 403) }
+      response: { 200: json(CreationOptions), ...problems(401, 403, 409) }
     }
-  }, async (request) => await factors.registrationOptions(request.currentUser!))
+  }, async (request, reply) => await factors.registrationOptions(request.currentUser!, reply))
 
   app.post('/passkeys', {
     ...write,
@@ -208,7 +213,10 @@ export const securityRoutes: FastifyPluginAsyncTypebox = async (parent) => {
       operationId: 'registerPasskey',
       tags: ['security'],
       summary: 'Register a passkey: the answer of navigator.credentials.create() to the options',
-      description: 'Refused (challenge unknown, used, expired or another user\'s; wrong origin or RP id; no user verification): 400 `PASSKEY_NOT_REGISTERED` with the reason. A credential registered already: 409 `CONFLICT`.',
+      description: 'Refused (challenge unknown, used, expired or another user\'s; wrong origin or RP id; made in a cross-origin frame; no user verification; ' +
+        `a credential id over ${CREDENTIAL_ID_MAX_BYTES} bytes, or other than the response's \`id\`, in the authenticator data; a public key over ${PUBLIC_KEY_MAX_BYTES} bytes): ` +
+        '400 `PASSKEY_NOT_REGISTERED` with the reason. A credential registered already: 409 `CONFLICT`; ' +
+        `${PASSKEYS_MAX_PER_USER} passkeys held already: 409 \`PASSKEY_QUOTA_EXCEEDED\`. The answer's \`id\` (a UUID) names the passkey in this API; the credential id stays the authenticator's.`,
       security: sessionAuth,
       body: RegisterPasskeyBody,
       response: { 201: json(Passkey), ...problems(400, 401, 403, 409, 413, 415) }
@@ -223,7 +231,7 @@ export const securityRoutes: FastifyPluginAsyncTypebox = async (parent) => {
     schema: {
       operationId: 'renamePasskey',
       tags: ['security'],
-      summary: 'Rename one of your passkeys',
+      summary: 'Rename one of your passkeys (by the `id` GET /api/security lists)',
       security: sessionAuth,
       params: PasskeyParams,
       body: RenamePasskeyBody,
@@ -236,7 +244,7 @@ export const securityRoutes: FastifyPluginAsyncTypebox = async (parent) => {
     schema: {
       operationId: 'deletePasskey',
       tags: ['security'],
-      summary: 'Delete one of your passkeys: it signs in no more',
+      summary: 'Delete one of your passkeys (by the `id` GET /api/security lists): it signs in no more',
       security: sessionAuth,
       params: PasskeyParams,
       response: { 204: empty('deleted'), ...problems(400, 401, 403, 404) }

@@ -89,23 +89,23 @@ export const CreationOptions = Type.Object({
 const PasskeyName = Type.String({ minLength: 1, maxLength: 100, pattern: '\\S', description: 'a name to tell your passkeys apart (`Work laptop`); not blank' })
 
 export const Passkey = Type.Object({
-  id: Type.String({ description: 'the credential id (base64url)' }),
+  id: Type.String({ format: 'uuid', description: 'the passkey\'s id here (a UUID): PATCH and DELETE /api/security/passkeys/{id} take it' }),
   name: PasskeyName,
   createdAt: Timestamp,
   lastUsedAt: Type.Union([Timestamp, Type.Null()]),
   backedUp: Type.Boolean({ description: 'synced by its provider (a multi-device passkey)' })
-}, { examples: [{ id: 'pQ1yX4m2yZk8rT1sW6nB9w', name: 'Work laptop', createdAt: '2026-11-26T12:00:00.000Z', lastUsedAt: '2026-11-26T12:30:00.000Z', backedUp: true }] })
+}, { examples: [{ id: '3f2b8c1e-6d4a-4f7e-9b2c-5a1d0e8f7c6b', name: 'Work laptop', createdAt: '2026-11-26T12:00:00.000Z', lastUsedAt: '2026-11-26T12:30:00.000Z', backedUp: true }] })
 
 export const RegisterPasskeyBody = Type.Object({ response: RegistrationResponse, name: Type.Optional(PasskeyName) }, { additionalProperties: false, examples: [{ response: { id: 'pQ1yX4m2yZk8rT1sW6nB9w', rawId: 'pQ1yX4m2yZk8rT1sW6nB9w', type: 'public-key', response: { clientDataJSON: 'eyJ0eXBlIjoid2ViYXV0aG4uY3JlYXRlIi4uLn0', attestationObject: 'o2NmbXRkbm9uZWdhdHRTdG10oGhhdXRoRGF0YVi...', transports: ['internal'] }, clientExtensionResults: {}, authenticatorAttachment: 'platform' }, name: 'Work laptop' }] })
 export const RenamePasskeyBody = Type.Object({ name: PasskeyName }, { additionalProperties: false, examples: [{ name: 'Phone' }] })
-export const PasskeyParams = Type.Object({ id: Type.String({ ...B64URL, minLength: 1, maxLength: 1400 }) }, { additionalProperties: false })
+export const PasskeyParams = Type.Object({ id: Type.String({ pattern: '^[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}$', description: 'the passkey\'s `id` (a UUID), as GET /api/security lists it' }) }, { additionalProperties: false })
 
 export const Security = Type.Object({
   totp: Type.Object({ enabled: Type.Boolean(), enabledAt: Type.Union([Timestamp, Type.Null()]) }),
   recoveryCodesLeft: Type.Integer(),
   passkeys: Type.Array(Passkey),
   session: Type.Object({ methods: Type.Array(Method, { description: 'how this session was signed in' }), signedInAt: Timestamp })
-}, { examples: [{ totp: { enabled: true, enabledAt: '2026-11-26T11:00:00.000Z' }, recoveryCodesLeft: 9, passkeys: [{ id: 'pQ1yX4m2yZk8rT1sW6nB9w', name: 'Work laptop', createdAt: '2026-11-26T12:00:00.000Z', lastUsedAt: '2026-11-26T12:30:00.000Z', backedUp: true }], session: { methods: ['password', 'totp'], signedInAt: '2026-11-26T12:00:00.000Z' } }] })
+}, { examples: [{ totp: { enabled: true, enabledAt: '2026-11-26T11:00:00.000Z' }, recoveryCodesLeft: 9, passkeys: [{ id: '3f2b8c1e-6d4a-4f7e-9b2c-5a1d0e8f7c6b', name: 'Work laptop', createdAt: '2026-11-26T12:00:00.000Z', lastUsedAt: '2026-11-26T12:30:00.000Z', backedUp: true }], session: { methods: ['password', 'totp'], signedInAt: '2026-11-26T12:00:00.000Z' } }] })
 
 export const TotpEnrolment = Type.Object({
   secret: Type.String({ description: 'the secret in base32, to type into an authenticator app by hand; shown this once' }),

@@ -9,15 +9,23 @@
  *   budget of guesses (login's), so a code cannot be brute-forced through many tickets.
  * - Passkeys (WebAuthn, @simplewebauthn/server): registered while signed in; used alone
  *   (discoverable credentials: no name typed; user verification required), or in the
- *   second step. Challenges and tickets live in the ChallengeStore (Redis when configured:
+ *   second step. Challenges and tickets live in two ChallengeStores (Redis when configured:
  *   a challenge issued by one replica is verified by another), are single use (taken, not
- *   read) and expire.
+ *   read) and expire. Neither store evicts: a client holding CHALLENGES_PER_CLIENT live
+ *   challenges gets 429 until its oldest expires, a full store 503, so no flood of options
+ *   requests can void another client's challenge or a pending second step.
+ * - Bounds: PASSKEYS_MAX_PER_USER passkeys a user, credential ids of at most 1,023 bytes
+ *   (WebAuthn's own limit) and public keys of at most PUBLIC_KEY_MAX_BYTES, read from the
+ *   authenticator data, which must name the credential of the response's `id`. Assertions
+ *   and registrations made in a cross-origin frame are refused. The API names a passkey by
+ *   a short id of the service's (`publicId`); the credential id stays WebAuthn's key.
  * - Sessions record how they were signed in (`methods`); with RECENT_SIGN_IN_MAX_AGE set,
  *   sensitive changes need a session of at most that age that used the account's second
  *   factor, if it has one (`requireRecentSignIn`).
  */
 import { createHash, randomBytes } from 'node:crypto'
 import createError from '@fastify/error'
+import { normalizeIP } from '@fastify/rate-limit'
 import {
   generateAuthenticationOptions,
   generateRegistrationOptions,
@@ -30,7 +38,7 @@ import {
   type RegistrationResponseJSON
 } from '@simplewebauthn/server'
 import type { FastifyReply } from 'fastify'
-import type { ChallengeStore } from '../../lib/challenges.js'
+import { StoreRefusal, type ChallengeStore } from '../../lib/challenges.js'
 import { newLinkToken, tokenDigest } from '../../lib/link-token.js'
 import { BadRequest, NotFound, ServiceUnavailable, Unauthorized } from '../../lib/problem.js'
 import type { SessionModeValue, SignInMethod } from '../sessions/index.js'
@@ -47,10 +55,20 @@ const MfaCodeInvalid = createError('MFA_CODE_INVALID', 'The code is wrong, expir
 const PasskeyRefused = createError('PASSKEY_REFUSED', 'The passkey was refused: %s', 401)
 const PasskeyNotRegistered = createError('PASSKEY_NOT_REGISTERED', 'The passkey could not be registered: %s', 400)
 const RecentSignInRequired = createError('RECENT_SIGN_IN_REQUIRED', '%s', 403)
+const PasskeyQuotaExceeded = createError<[number]>('PASSKEY_QUOTA_EXCEEDED', 'You hold %d passkeys, as many as one user may: delete one to add another', 409)
+const TooManyChallenges = createError<[number]>('RATE_LIMITED', 'This client has as many passkey challenges pending as one client may; retry in %d s', 429)
 
 /** How long a login's second step (its ticket) and a WebAuthn challenge last, ms. */
 export const SECOND_STEP_TTL_MS = 300_000
 export const CHALLENGE_TTL_MS = 300_000
+/** Passkeys one user may hold: each is listed in GET /api/security and in every registration's options. */
+export const PASSKEYS_MAX_PER_USER = 20
+/** WebAuthn's limit on a credential id's length (Web Authentication, credentialIdLength). */
+export const CREDENTIAL_ID_MAX_BYTES = 1023
+/** The largest COSE public key kept: an RSA-4096 key takes about 550 bytes, an EC2 P-256 key 77. */
+export const PUBLIC_KEY_MAX_BYTES = 1024
+/** Live (unexpired) WebAuthn challenges one client address may hold, used or not (the stores count them). */
+export const CHALLENGES_PER_CLIENT = 50
 
 export interface Passkey { id: string, name: string, createdAt: Date, lastUsedAt: Date | null, backedUp: boolean }
 
@@ -67,8 +85,10 @@ export interface FactorsOptions {
   origins: string[]
   /** RECENT_SIGN_IN_MAX_AGE in ms; 0 = off. */
   recentSignInMaxAgeMs: number
-  /** Tickets and challenges. */
-  store: ChallengeStore
+  /** WebAuthn challenges, each counted against its client's share. */
+  challenges: ChallengeStore
+  /** The second step's tickets. */
+  tickets: ChallengeStore
   /** The clock of TOTP (tests set it). */
   now?: () => number
 }
@@ -85,24 +105,35 @@ interface Dependencies extends FactorsOptions {
 
 /** A ticket's key in the store: the SHA-256 of its token, as the e-mailed links' tokens are kept. */
 const ticketKey = (token: string): string => tokenDigest(token).toString('base64url')
-const publicPasskey = ({ id, name, createdAt, lastUsedAt, backedUp }: PasskeyRow): Passkey => ({ id, name, createdAt, lastUsedAt, backedUp })
+const publicPasskey = ({ publicId, name, createdAt, lastUsedAt, backedUp }: PasskeyRow): Passkey => ({ id: publicId, name, createdAt, lastUsedAt, backedUp })
 
 /** The WebAuthn user handle of a user: stable, opaque, not their id. */
 function userHandle (userId: number): Uint8Array<ArrayBuffer> {
   return new Uint8Array(createHash('sha256').update(`user-product-service:user:${userId}`).digest().subarray(0, 16))
 }
 
-/** The challenge a response's client data names, before anything else is believed of it. */
+/**
+ * The challenge a response's client data names, before anything else is believed of it. A
+ * ceremony run in a frame of another site (`crossOrigin`, `topOrigin`) is refused: no other
+ * site may frame this service's pages (CSP frame-ancestors 'self'), so such a response is
+ * another site's doing.
+ */
 function challengeOf (response: { response: { clientDataJSON: string } }): string {
+  let data: { challenge?: unknown, crossOrigin?: unknown, topOrigin?: unknown }
   try {
-    const data = JSON.parse(Buffer.from(response.response.clientDataJSON, 'base64url').toString('utf8')) as { challenge?: unknown }
-    if (typeof data.challenge === 'string' && data.challenge.length > 0 && data.challenge.length <= 128) return data.challenge
-  } catch {}
-  throw new BadRequest('`response.response.clientDataJSON` is not the client data of a WebAuthn ceremony')
+    data = JSON.parse(Buffer.from(response.response.clientDataJSON, 'base64url').toString('utf8')) as typeof data
+  } catch {
+    data = {}
+  }
+  if (typeof data.challenge !== 'string' || data.challenge.length === 0 || data.challenge.length > 128) {
+    throw new BadRequest('`response.response.clientDataJSON` is not the client data of a WebAuthn ceremony')
+  }
+  if (data.crossOrigin === true || data.topOrigin !== undefined) throw new PasskeyRefused('it was made in a frame of another site (crossOrigin)')
+  return data.challenge
 }
 
 export function factorsService (deps: Dependencies) {
-  const { factors, store, rpId, rpName, origins, guesses } = deps
+  const { factors, challenges, tickets, rpId, rpName, origins, guesses } = deps
   const now = deps.now ?? Date.now
 
   /** A store failure (Redis down) is a 503, never a 500 or a pass. */
@@ -110,21 +141,34 @@ export function factorsService (deps: Dependencies) {
     try {
       return await operation
     } catch (error) {
+      if (error instanceof StoreRefusal) throw error
       throw new ServiceUnavailable('The challenge store is unavailable; retry later')
     }
   }
 
-  /** A new challenge's bytes (for the options) once it is stored under its base64url (what the client data names). */
-  async function newChallenge (challenge: Challenge): Promise<Uint8Array<ArrayBuffer>> {
+  /**
+   * A new challenge's bytes (for the options) once it is stored under its base64url (what the
+   * client data names), counted against the client address's share: past it 429, a full
+   * store 503, both with Retry-After.
+   */
+  async function newChallenge (challenge: Challenge, reply: FastifyReply): Promise<Uint8Array<ArrayBuffer>> {
     const bytes = new Uint8Array(randomBytes(32))
-    await stored(store.put(`webauthn:${Buffer.from(bytes).toString('base64url')}`, JSON.stringify(challenge), CHALLENGE_TTL_MS))
+    try {
+      await stored(challenges.put(`webauthn:${Buffer.from(bytes).toString('base64url')}`, JSON.stringify(challenge), CHALLENGE_TTL_MS, normalizeIP(reply.request.ip)))
+    } catch (error) {
+      if (!(error instanceof StoreRefusal)) throw error
+      const seconds = Math.max(1, Math.ceil(error.retryAfterMs / 1000))
+      reply.header('retry-after', String(seconds))
+      if (error.reason === 'owner') throw new TooManyChallenges(seconds)
+      throw new ServiceUnavailable(`Too many passkey challenges are pending; retry in ${seconds} s`)
+    }
     return bytes
   }
 
   /** The stored challenge a response answers, taken (single use), or the refusal. */
   async function takeChallenge (response: { response: { clientDataJSON: string } }, purpose: Challenge['purpose']): Promise<{ value: string, challenge: Challenge }> {
     const value = challengeOf(response)
-    const raw = await stored(store.take(`webauthn:${value}`))
+    const raw = await stored(challenges.take(`webauthn:${value}`))
     const challenge = raw === null ? null : JSON.parse(raw) as Challenge
     if (challenge?.purpose !== purpose) throw new PasskeyRefused('its challenge is unknown, used or expired: start again')
     return { value, challenge }
@@ -132,7 +176,7 @@ export function factorsService (deps: Dependencies) {
 
   /** A live ticket; a password changed since the login (a reset) voids it, before any code is spent on it. */
   async function readTicket (token: string): Promise<Ticket> {
-    const raw = await stored(store.peek(`mfa:${ticketKey(token)}`))
+    const raw = await stored(tickets.peek(`mfa:${ticketKey(token)}`))
     const ticket = raw === null ? null : JSON.parse(raw) as Ticket
     if (ticket === null || await deps.tokenVersion(ticket.u) !== ticket.v) throw new MfaTokenInvalid()
     return ticket
@@ -140,7 +184,7 @@ export function factorsService (deps: Dependencies) {
 
   /** The ticket taken once its factor is checked: of two completions, one signs in. */
   async function finish (token: string, ticket: Ticket, method: SignInMethod): Promise<SignIn> {
-    if (await stored(store.take(`mfa:${ticketKey(token)}`)) === null) throw new MfaTokenInvalid()
+    if (await stored(tickets.take(`mfa:${ticketKey(token)}`)) === null) throw new MfaTokenInvalid()
     return { account: { id: ticket.u, tokenVersion: ticket.v }, methods: ['password', method], mode: ticket.m }
   }
 
@@ -227,7 +271,12 @@ export function factorsService (deps: Dependencies) {
       if (!await factors.totpEnabled(account.id)) return null
       const { token } = newLinkToken()
       const ticket: Ticket = { u: account.id, v: account.tokenVersion, m: mode }
-      await stored(store.put(`mfa:${ticketKey(token)}`, JSON.stringify(ticket), SECOND_STEP_TTL_MS))
+      try {
+        await stored(tickets.put(`mfa:${ticketKey(token)}`, JSON.stringify(ticket), SECOND_STEP_TTL_MS))
+      } catch (error) {
+        if (!(error instanceof StoreRefusal)) throw error
+        throw new ServiceUnavailable('Too many second steps are pending; retry in a minute')
+      }
       const methods = ['totp', 'recovery-code']
       if ((await factors.passkeys(account.id)).length > 0) methods.push('passkey')
       return { mfaToken: token, methods, expiresIn: SECOND_STEP_TTL_MS / 1000 }
@@ -253,10 +302,10 @@ export function factorsService (deps: Dependencies) {
     },
 
     /** The options of a passkey in the second step: the user's passkeys are allowed. */
-    async secondStepPasskeyOptions (token: string): Promise<PublicKeyCredentialRequestOptionsJSON> {
+    async secondStepPasskeyOptions (token: string, reply: FastifyReply): Promise<PublicKeyCredentialRequestOptionsJSON> {
       const ticket = await readTicket(token)
       const passkeys = await factors.passkeys(ticket.u)
-      const challenge = await newChallenge({ purpose: 'second-step', userId: ticket.u, ticket: ticketKey(token) })
+      const challenge = await newChallenge({ purpose: 'second-step', userId: ticket.u, ticket: ticketKey(token) }, reply)
       return await generateAuthenticationOptions({
         rpID: rpId,
         challenge,
@@ -278,8 +327,8 @@ export function factorsService (deps: Dependencies) {
     },
 
     /** The options of a passwordless sign-in: any passkey of this site, user verification required. */
-    async signInOptions (): Promise<PublicKeyCredentialRequestOptionsJSON> {
-      const challenge = await newChallenge({ purpose: 'sign-in' })
+    async signInOptions (reply: FastifyReply): Promise<PublicKeyCredentialRequestOptionsJSON> {
+      const challenge = await newChallenge({ purpose: 'sign-in' }, reply)
       return await generateAuthenticationOptions({ rpID: rpId, challenge, userVerification: 'required', timeout: CHALLENGE_TTL_MS })
     },
 
@@ -297,9 +346,11 @@ export function factorsService (deps: Dependencies) {
       return { account: { id: used.userId, tokenVersion }, methods: ['passkey'], mode }
     },
 
-    async registrationOptions (user: { id: number, username: string, names?: string | null }): Promise<PublicKeyCredentialCreationOptionsJSON> {
+    /** The options of a new passkey; none (409) when the user holds PASSKEYS_MAX_PER_USER already. */
+    async registrationOptions (user: { id: number, username: string, names?: string | null }, reply: FastifyReply): Promise<PublicKeyCredentialCreationOptionsJSON> {
       const passkeys = await factors.passkeys(user.id)
-      const challenge = await newChallenge({ purpose: 'register', userId: user.id })
+      if (passkeys.length >= PASSKEYS_MAX_PER_USER) throw new PasskeyQuotaExceeded(passkeys.length)
+      const challenge = await newChallenge({ purpose: 'register', userId: user.id }, reply)
       return await generateRegistrationOptions({
         rpName,
         rpID: rpId,
@@ -324,17 +375,22 @@ export function factorsService (deps: Dependencies) {
         throw new PasskeyNotRegistered((error as Error).message)
       }
       if (!verified.verified) throw new PasskeyNotRegistered('its attestation does not verify')
+      // What is kept is the credential of the authenticator data, so that is what is bounded.
       const { credential, credentialBackedUp } = verified.registrationInfo
-      const count = (await factors.passkeys(userId)).length
+      if (Buffer.from(credential.id, 'base64url').length > CREDENTIAL_ID_MAX_BYTES) throw new PasskeyNotRegistered(`its credential id is longer than ${CREDENTIAL_ID_MAX_BYTES} bytes`)
+      if (credential.id !== response.id) throw new PasskeyNotRegistered('the credential id of its authenticator data is not its `id`')
+      if (credential.publicKey.length > PUBLIC_KEY_MAX_BYTES) throw new PasskeyNotRegistered(`its public key is longer than ${PUBLIC_KEY_MAX_BYTES} bytes`)
       const row = await factors.addPasskey({
         id: credential.id,
         userId,
         publicKey: Buffer.from(credential.publicKey),
         counter: credential.counter,
         transports: credential.transports ?? response.response.transports ?? [],
-        name: name ?? `Passkey ${count + 1}`,
+        name,
         backedUp: credentialBackedUp
-      })
+      }, PASSKEYS_MAX_PER_USER)
+      if (row === null) throw new Unauthorized('The user no longer exists')
+      if ('quota' in row) throw new PasskeyQuotaExceeded(row.quota)
       return publicPasskey(row)
     },
 
@@ -342,6 +398,7 @@ export function factorsService (deps: Dependencies) {
       return (await factors.passkeys(userId)).map(publicPasskey)
     },
 
+    /** Renames the user's passkey of this `id` (its publicId). */
     async renamePasskey (userId: number, id: string, name: string): Promise<Passkey> {
       const row = await factors.renamePasskey(userId, id, name)
       if (row === null) throw new NotFound('You have no passkey with this id')
