@@ -120,7 +120,7 @@ try {
   }
 } finally {
   prebuild?.kill()
-  if (prebuild !== undefined) spawnSync('docker', ['rmi', '-f', composeImage, `${composeImage}-mail-catcher`], { stdio: 'ignore' })
+  if (prebuild !== undefined) spawnSync('docker', ['rmi', '-f', composeImage, `${composeImage}-mail-catcher`, `${composeImage}-db`], { stdio: 'ignore' })
   await admin(adminUrl, `DROP DATABASE IF EXISTS ${template} WITH (FORCE)`).catch(() => {})
   await embedded?.stop()
   await rm(compiled, { recursive: true, force: true })

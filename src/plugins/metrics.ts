@@ -13,6 +13,11 @@
  * - `db_pool_connections{state}`, `db_pool_waiting_clients`, `db_pool_max_connections` (pg's pool);
  * - `password_queue_size`, `password_task_duration_seconds{op}` (bcrypt in piscina, queue
  *   wait included);
+ * - `backup_last_success_age_seconds{stanza}`, `backup_last_full_age_seconds{stanza}`,
+ *   `backup_check_age_seconds{stanza}`, `backup_ok{stanza}`,
+ *   `wal_archive_last_success_age_seconds{stanza}`, `wal_archive_failing{stanza}`: pgBackRest's
+ *   info and pg_stat_archiver, read through the database (src/lib/backup-state.ts); absent
+ *   where no backup scheduler records them;
  * - prom-client's default process and Node.js metrics.
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify'
@@ -20,6 +25,7 @@ import fp from 'fastify-plugin'
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client'
 import { sqlPool } from '../db/client.js'
 import { LIMIT_REASONS, SHED_REASONS, type Admission } from '../lib/admission.js'
+import { readBackupState, type BackupState } from '../lib/backup-state.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -113,6 +119,43 @@ async function metricsPlugin (app: FastifyInstance, options: MetricsOptions): Pr
     registers: [registry],
     collect () { this.set(pool.options.max) }
   })
+
+  // One read of the backup state per scrape, shared by its gauges (collected one after another).
+  let backupRead: { at: number, state: Promise<BackupState[]> } | undefined
+  const backupState = async (): Promise<BackupState[]> => {
+    if (backupRead === undefined || Date.now() - backupRead.at > 1000) {
+      backupRead = {
+        at: Date.now(),
+        state: readBackupState(pool).catch((error: unknown) => {
+          app.log.warn({ err: error }, 'metrics: cannot read the backup state from the database')
+          return []
+        })
+      }
+    }
+    return await backupRead.state
+  }
+  const backupGauge = (name: string, help: string, value: (state: BackupState) => number | undefined): void => {
+    // eslint-disable-next-line no-new
+    new Gauge({
+      name,
+      help,
+      labelNames: ['stanza'] as const,
+      registers: [registry],
+      async collect () {
+        this.reset()
+        for (const state of await backupState()) {
+          const v = value(state)
+          if (v !== undefined) this.set({ stanza: state.stanza }, v)
+        }
+      }
+    })
+  }
+  backupGauge('backup_last_success_age_seconds', 'Seconds since the newest backup (full or incremental) in pgBackRest\'s repository ended, from pgbackrest info', (s) => s.lastBackupAge)
+  backupGauge('backup_last_full_age_seconds', 'Seconds since the newest full backup in pgBackRest\'s repository ended, from pgbackrest info', (s) => s.lastFullAge)
+  backupGauge('backup_check_age_seconds', 'Seconds since the backup scheduler last read pgbackrest info (it does every minute)', (s) => s.checkedAge)
+  backupGauge('backup_ok', '1 when the backup scheduler\'s last backup and info call succeeded, 0 when one failed (the scheduler\'s log says why)', (s) => s.error === null ? 1 : 0)
+  backupGauge('wal_archive_last_success_age_seconds', 'Seconds since archive_command (pgbackrest archive-push) last stored a WAL segment in the repository, from pg_stat_archiver', (s) => s.archivedAge)
+  backupGauge('wal_archive_failing', '1 when archive_command failed after its last success: WAL is piling up in pg_wal', (s) => s.archiveFailing ? 1 : 0)
 
   const passwords = app.passwords
   // eslint-disable-next-line no-new

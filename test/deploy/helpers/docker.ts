@@ -53,11 +53,14 @@ async function firstExisting (files: string[]): Promise<string | undefined> {
   return undefined
 }
 
-/** The base images the Dockerfile and the compose file name, with default build arguments. */
+/** The base images the Dockerfiles and the compose file name, with default build arguments. */
 async function baseImages (): Promise<string[]> {
-  const dockerfile = await readFile(path.join(PROJECT_ROOT, 'Dockerfile'), 'utf8')
-  const args = Object.fromEntries([...dockerfile.matchAll(/^ARG (\w+)=(\S+)/gm)].map((m) => [m[1], m[2]]))
-  const fromDockerfile = [...dockerfile.matchAll(/^FROM (\S+)/gm)].map((m) => m[1]!.replace(/\$\{(\w+)\}/g, (_, name: string) => args[name] ?? ''))
+  const fromDockerfile: string[] = []
+  for (const file of ['Dockerfile', 'deploy/postgres/Dockerfile']) {
+    const dockerfile = await readFile(path.join(PROJECT_ROOT, file), 'utf8')
+    const args = Object.fromEntries([...dockerfile.matchAll(/^ARG (\w+)=(\S+)/gm)].map((m) => [m[1], m[2]]))
+    fromDockerfile.push(...[...dockerfile.matchAll(/^FROM (\S+)/gm)].map((m) => m[1]!.replace(/\$\{(\w+)\}/g, (_, name: string) => args[name] ?? '')))
+  }
   const compose = await readFile(path.join(PROJECT_ROOT, 'docker-compose.yml'), 'utf8')
   const fromCompose = [...compose.matchAll(/^\s+image:\s*(\S+)/gm)].map((m) => m[1]!)
   return [...new Set([...fromDockerfile, ...fromCompose])]
