@@ -21,7 +21,7 @@
  * It prints the unavailability window per round (first failed write to the first write
  * acknowledged after the last failure) and ends with `down -v`, whatever happened.
  * Needs Docker and the base images (test/deploy/helpers/docker.ts, prepareDocker).
- * Not part of `npm test` (its budget); `.ci/run` calls it.
+ * Not part of `npm test` (its budget): a command of its own, for `.ci/run`.
  */
 import { randomBytes } from 'node:crypto'
 import { readFile, rm, writeFile } from 'node:fs/promises'
