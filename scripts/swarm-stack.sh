@@ -11,7 +11,10 @@
 #   scripts/swarm-stack.sh down          everything removed (nodes, their volumes, the registry)
 #
 # Settings: SWARM_LAB (path of swarm-lab.sh), API_IMAGE (host tag to build and run,
-# f-swarm-api:lab), SWARM_BUILD=0 (use API_IMAGE as it is, no build).
+# f-swarm-api:lab), SWARM_BUILD=0 (use API_IMAGE as it is, no build),
+# MAX_EVENT_LOOP_DELAY_MS (1000 here, 200 in production: on this shared 2-core machine, at
+# load averages of 30-40, the default made every replica's readiness flap 503 and each
+# node's proxy took all replicas out at once now and then).
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 lab=${SWARM_LAB:-}
@@ -41,10 +44,19 @@ deploy () {
   image=$1
   sh "$lab" put "$root/deploy" >/dev/null
   on_manager env API_IMAGE="$image" IMAGE_PREFIX=lab-swreg:5000/lab/ PUBLIC_URL=http://localhost:8080 \
+    MAX_EVENT_LOOP_DELAY_MS="${MAX_EVENT_LOOP_DELAY_MS:-1000}" API_UPDATE_MONITOR="${API_UPDATE_MONITOR:-10s}" \
     sh -c "cd /stack && docker stack deploy --resolve-image never -c stack.yml $stack" >/dev/null
 }
 
 wait_ready () {
+  # The update (if the deploy changed the API) over, every replica running (healthy) ...
+  i=0
+  until [ "$(on_manager docker service inspect ${stack}_api -f '{{if .UpdateStatus}}{{.UpdateStatus.State}}{{end}}')" != updating ] &&
+        [ "$(on_manager docker service ls --filter name=${stack}_api --format '{{.Replicas}}' | cut -d' ' -f1 | awk -F/ '$1 == $2')" != "" ]; do
+    i=$((i+1)); [ $i -lt 600 ] || { echo "the API's update did not end in 600 s" >&2; exit 1; }
+    sleep 1
+  done
+  # ... and every node's proxy answering.
   for n in $(nodes); do
     ip=$(sh "$lab" ip "$n"); i=0
     until [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "http://$ip:8080/health/ready")" = 200 ]; do
