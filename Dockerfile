@@ -40,11 +40,8 @@ RUN npm run build \
 
 FROM node:${NODE_MAJOR}-bookworm-slim AS runtime
 # CHECKPOINT_DISABLE: no Prisma telemetry/update check from the container.
-ENV NODE_ENV=production HOST=0.0.0.0 PORT=3000 CHECKPOINT_DISABLE=1 PRISMA_HIDE_UPDATE_MESSAGE=1 UPLOAD_DIR=/app/uploads
+ENV NODE_ENV=production HOST=0.0.0.0 PORT=3000 CHECKPOINT_DISABLE=1 PRISMA_HIDE_UPDATE_MESSAGE=1
 WORKDIR /app
-# Product images (UPLOAD_DIR): the one folder the service writes, owned by `node`; compose
-# mounts the `uploads` volume here (a new named volume takes this folder's owner).
-RUN mkdir -p /app/uploads && chown node:node /app/uploads
 # Owned by root, read-only for the `node` user the service runs as.
 COPY --from=build /app/package.json ./
 COPY --from=build /app/prisma.config.ts ./

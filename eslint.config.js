@@ -59,7 +59,7 @@ const infrastructure = {
   'config.ts': ['lib'],
   telemetry: ['config.ts', 'lib'],
   db: ['config.ts', 'lib', 'generated'],
-  storage: ['lib'],
+  storage: ['lib', 'db'],
   'plugins/*.ts': ['config.ts', 'lib', 'db', 'storage', 'generated']
 }
 // Modules import each other only through the other's index.ts, and only along these edges.

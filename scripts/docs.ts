@@ -11,8 +11,7 @@
  * - `imports`: the folder-level import graph of src/ (mermaid), computed from the imports.
  */
 import { execFileSync } from 'node:child_process'
-import { existsSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, statSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { existsSync, readdirSync, readFileSync, realpathSync, statSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import ts from 'typescript'
@@ -37,8 +36,7 @@ const SCHEMES: Record<string, string> = { bearerAuth: 'JWT', cookieAuth: 'sessio
 async function openapiDocument (): Promise<{ paths: Record<string, Record<string, Operation>> }> {
   const { buildApp } = await import('../src/app.js')
   const { loadConfig } = await import('../src/config.js')
-  const uploads = mkdtempSync(path.join(tmpdir(), 'docs-uploads-'))
-  const config = loadConfig({ NODE_ENV: 'test', LOG_LEVEL: 'silent', SECRET: 'a'.repeat(48), UPLOAD_DIR: uploads }, false)
+  const config = loadConfig({ NODE_ENV: 'test', LOG_LEVEL: 'silent', SECRET: 'a'.repeat(48) }, false)
   // No query runs: building the app and its document opens no database connection.
   const app = await buildApp({ config, databaseUrl: 'postgresql://docs@127.0.0.1:1/docs' })
   try {
@@ -46,7 +44,6 @@ async function openapiDocument (): Promise<{ paths: Record<string, Record<string
     return app.swagger() as unknown as { paths: Record<string, Record<string, Operation>> }
   } finally {
     await app.close()
-    rmSync(uploads, { recursive: true, force: true })
   }
 }
 

@@ -150,7 +150,7 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
   // Data access and services, each built once (docs/architecture.md); routes call the services.
   await app.register(usersRepository)
   await app.register(productsRepository, config.products)
-  await app.register(storage, config.storage)
+  await app.register(storage)
   // Images before the services: deleting a product or a user deletes its image files too.
   await app.register(productImages, config.products)
   const originCheck = createOriginCheck({ csrfTrustedOrigins: config.auth.corsOrigins })

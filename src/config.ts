@@ -3,7 +3,7 @@
  * start. A wrong value stops the service with a message that names the variable.
  *
  * `EnvSchema` holds the settings in sections (server, database, auth, limits, redis, mail,
- * telemetry, storage, products); each leaf names its environment variable (`env`), and
+ * telemetry, products); each leaf names its environment variable (`env`), and
  * carries its default and a description with its unit (the README's settings table is
  * generated from it). `loadConfig` returns the same sections, typed, and each section goes
  * whole to the plugin that owns it (src/app.ts).
@@ -274,10 +274,6 @@ const telemetry = Type.Object({
   sampleRatio: Type.Number({ env: 'OTEL_TRACES_SAMPLER_ARG', default: 1, minimum: 0, maximum: 1, description: 'share of new traces recorded (0 to 1); a request whose `traceparent` is sampled is always recorded' })
 })
 
-const storage = Type.Object({
-  uploadDir: Type.String({ env: 'UPLOAD_DIR', default: '.data/uploads', minLength: 1, description: 'folder of uploaded product images, created at start (Docker Compose: the `uploads` volume at /app/uploads)' })
-})
-
 // Quotas on what one user can store (docs/api.md, "Quotas") are enforced in the database under
 // a lock of the user's row, so that concurrent requests and several replicas cannot pass them.
 const products = Type.Object({
@@ -305,7 +301,7 @@ const products = Type.Object({
 })
 
 /** Every setting, in sections; each leaf names its environment variable (`env`). */
-export const EnvSchema = Type.Object({ server, database, auth, limits, redis, mail, telemetry, storage, products })
+export const EnvSchema = Type.Object({ server, database, auth, limits, redis, mail, telemetry, products })
 
 type Settings = Static<typeof EnvSchema>
 
@@ -334,7 +330,6 @@ export interface MailSettings extends Omit<Settings['mail'], 'publicUrl'> {
   publicUrl: string
 }
 export type TelemetrySettings = Settings['telemetry']
-export type StorageSettings = Settings['storage']
 export type ProductsSettings = Settings['products']
 
 export interface Config {
@@ -345,7 +340,6 @@ export interface Config {
   redis: RedisSettings
   mail: MailSettings
   telemetry: TelemetrySettings
-  storage: StorageSettings
   products: ProductsSettings
   /** Variables that are set but not read (`RETIRED`), for a warning at start. */
   retired: string[]
@@ -368,7 +362,8 @@ export const RETIRED: Readonly<Record<string, string>> = {
   ACCOUNT_CHANGES_WINDOW_MS: 'a user changes their own record at most 10 times per 15 min (src/modules/users/routes.ts)',
   ADMIN_KEY_FAILURES_MAX: 'a client may send 10 wrong admin keys per 15 min (src/modules/admin/api-keys.ts)',
   ADMIN_KEY_FAILURES_WINDOW_MS: 'a client may send 10 wrong admin keys per 15 min (src/modules/admin/api-keys.ts)',
-  REFRESH_TOKENS_KEPT: '100 rotated refresh tokens are kept per session (src/modules/sessions/repository.ts)'
+  REFRESH_TOKENS_KEPT: '100 rotated refresh tokens are kept per session (src/modules/sessions/repository.ts)',
+  UPLOAD_DIR: 'product images are stored in the database; files from an older version are imported with scripts/import-uploads.ts (docs/operations.md)'
 }
 
 export class ConfigError extends SetupError {

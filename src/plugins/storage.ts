@@ -1,11 +1,11 @@
 /**
- * `app.storage`: where uploaded files live (src/storage/blob-storage.ts), built once.
- * The folder is created at start, so a path the service cannot write fails the start
- * rather than the first upload.
+ * `app.storage`: where uploaded files live (src/storage/blob-storage.ts), in the
+ * database, on Prisma's `pg` pool; built once.
  */
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
-import { FileBlobStorage, type BlobStorage } from '../storage/blob-storage.js'
+import { sql } from '../db/sql.js'
+import { PgBlobStorage, type BlobStorage } from '../storage/blob-storage.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -13,15 +13,8 @@ declare module 'fastify' {
   }
 }
 
-export interface StorageOptions {
-  /** The folder of the files (UPLOAD_DIR). */
-  uploadDir: string
+async function storage (app: FastifyInstance): Promise<void> {
+  app.decorate('storage', new PgBlobStorage(sql(app.prisma)) as BlobStorage)
 }
 
-async function storage (app: FastifyInstance, options: StorageOptions): Promise<void> {
-  const files = new FileBlobStorage(options.uploadDir)
-  await files.init()
-  app.decorate('storage', files as BlobStorage)
-}
-
-export default fp(storage, { name: 'storage', fastify: '5.x' })
+export default fp(storage, { name: 'storage', fastify: '5.x', dependencies: ['prisma'] })

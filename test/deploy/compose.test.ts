@@ -10,7 +10,7 @@
  * is back, read from its REST API on its loopback port, and its link sets the new password;
  * TOTP enrolment and a second-step login, and a passkey (test/helpers/soft-authenticator.ts)
  * registered and used to sign in, each step sent to another replica directly; a
- * restart keeps the data and the image (the `uploads` volume,
+ * restart keeps the data and the image (in the database,
  * served by every replica); `stop` ends the API with exit 0 within its grace period;
  * `down -v` always.
  *
@@ -433,7 +433,7 @@ t.test('docker compose up --build serves the API from .env.example', { skip: wan
   })
 
   // The image of the kept product: uploaded once, then read through the proxy before and after
-  // the restarts below (the `uploads` volume, shared by the replicas).
+  // the restarts below (in the database, which every replica reads).
   let imageUrl = ''
   let imageEtag = ''
   await t.test('a product image: multipart upload through the proxy, read back', async (t) => {
@@ -550,7 +550,7 @@ t.test('docker compose up --build serves the API from .env.example', { skip: wan
     t.equal((await http(base, 'GET', `/api/product/${kept}`)).json.title, 'Desk lamp', 'the product survives')
     t.equal((await http(base, 'GET', `/api/user/${userId}`, undefined, token)).status, 200, 'a token from before the restart still works (SECRET from .env)')
 
-    await t.test('the product image survives, and every replica serves it (the shared `uploads` volume)', { skip: imageUrl === '' ? 'the upload failed' : false }, async (t) => {
+    await t.test('the product image survives, and every replica serves it (from the database)', { skip: imageUrl === '' ? 'the upload failed' : false }, async (t) => {
       // Read until each replica has answered (the proxy marks a restarted replica up after
       // two good checks); every answer must be the same image, whichever replica sent it.
       const ids: string[] = []

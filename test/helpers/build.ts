@@ -3,9 +3,6 @@
  * on a database of its own, closed at teardown. Limits are set here, not read from the
  * environment, so a developer's `.env` cannot change what the tests see.
  */
-import { mkdtemp, rm } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
-import path from 'node:path'
 import type { FastifyInstance, InjectOptions } from 'fastify'
 import { buildApp, type Tuning } from '../../src/app.js'
 import { loadConfig, type Config } from '../../src/config.js'
@@ -47,14 +44,7 @@ export interface BuildOptions {
 }
 
 export async function build (t: Tap, options: BuildOptions = {}): Promise<TestApp> {
-  // Uploaded files go to a folder of this app's own, removed at teardown (after the app closes).
-  let uploads = options.env?.UPLOAD_DIR
-  if (uploads === undefined) {
-    const folder = await mkdtemp(path.join(tmpdir(), 'uploads-'))
-    t.teardown(async () => { await rm(folder, { recursive: true, force: true }) })
-    uploads = folder
-  }
-  const config = loadConfig({ ...TEST_ENV, ...options.env, UPLOAD_DIR: uploads }, false)
+  const config = loadConfig({ ...TEST_ENV, ...options.env }, false)
   const url = options.databaseUrl ?? await createTestDatabase(t)
   // E-mail (a registration's verification, a reset) stays in the outbox unless a test sends
   // it (tuning.mail): the other tests neither pay for it nor see its queries.
