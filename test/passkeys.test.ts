@@ -15,7 +15,7 @@ import type { PublicKeyCredentialCreationOptionsJSON, PublicKeyCredentialRequest
 import { generateSync } from 'otplib'
 import t, { type Test } from 'tap'
 import { assertProblem, type Answer } from './helpers/assertions.js'
-import { build, newUser, type BuildOptions, type TestApp } from './helpers/build.js'
+import { build, markVerified, newUser, type BuildOptions, type TestApp } from './helpers/build.js'
 import { createTestDatabase } from './helpers/database.js'
 import { testRedis } from './helpers/redis.js'
 import { SoftAuthenticator } from './helpers/soft-authenticator.js'
@@ -44,22 +44,25 @@ async function start (t: Test, options: BuildOptions = {}) {
 }
 type Server = Awaited<ReturnType<typeof start>>
 
-/** Registers a user and logs in with the password: its bearer token. */
-async function signedUp ({ call }: Server) {
+/** Registers a user (address verified: a factor needs it) and logs in with the password: its bearer token. */
+async function signedUp ({ app, call }: Server) {
   const user = newUser()
   const created = await call('POST', '/api/user', user)
   if (created.status !== 201) throw new Error(`register: ${created.status} ${created.body}`)
+  await markVerified(app, created.data.id)
   const login = await call('POST', '/api/auth/login', { username: user.username, password: user.password })
   if (login.status !== 200) throw new Error(`login: ${login.status} ${login.body}`)
   return { ...user, id: created.data.id as number, token: login.data.token as string }
 }
+type SignedUp = Awaited<ReturnType<typeof signedUp>>
 
-/** Adds a passkey of `authenticator` to the signed-in user: the 201's body. */
-async function addPasskey ({ call }: Server, token: string, authenticator: SoftAuthenticator, name?: string) {
-  const options = await call('POST', '/api/security/passkey-options', undefined, token)
+/** Adds a passkey of `authenticator` to the signed-in user, with their password: the 201's body. */
+async function addPasskey ({ call }: Server, me: SignedUp, authenticator: SoftAuthenticator, name?: string) {
+  const { token, password: currentPassword } = me
+  const options = await call('POST', '/api/security/passkey-options', { currentPassword }, token)
   if (options.status !== 200) throw new Error(`options: ${options.status} ${options.body}`)
   const response = authenticator.register(options.data as PublicKeyCredentialCreationOptionsJSON, ORIGIN)
-  const added = await call('POST', '/api/security/passkeys', { response, ...(name === undefined ? {} : { name }) }, token)
+  const added = await call('POST', '/api/security/passkeys', { response, currentPassword, ...(name === undefined ? {} : { name }) }, token)
   if (added.status !== 201) throw new Error(`add: ${added.status} ${added.body}`)
   return added.data as { id: string, name: string, createdAt: string, lastUsedAt: string | null, backedUp: boolean }
 }
@@ -80,7 +83,7 @@ t.test('register a passkey, list, rename, delete', async (t) => {
   const me = await signedUp(server)
   const authenticator = new SoftAuthenticator()
 
-  const options = await call('POST', '/api/security/passkey-options', undefined, me.token)
+  const options = await call('POST', '/api/security/passkey-options', { currentPassword: me.password }, me.token)
   t.equal(options.status, 200, options.body)
   const creation = options.data as PublicKeyCredentialCreationOptionsJSON
   t.equal(creation.rp.id, 'localhost', 'the RP id: the host of PUBLIC_URL')
@@ -88,7 +91,7 @@ t.test('register a passkey, list, rename, delete', async (t) => {
   t.equal(creation.authenticatorSelection?.userVerification, 'required')
   t.ok(creation.pubKeyCredParams.some((p) => p.alg === -7), 'ES256 accepted')
   const response = authenticator.register(creation, ORIGIN)
-  const added = await call('POST', '/api/security/passkeys', { response, name: 'Laptop' }, me.token)
+  const added = await call('POST', '/api/security/passkeys', { response, name: 'Laptop', currentPassword: me.password }, me.token)
   t.equal(added.status, 201, added.body)
   t.match(added.data, { id: response.id, name: 'Laptop', lastUsedAt: null, backedUp: false })
   t.ok(Date.parse(added.data.createdAt) > Date.now() - 60_000, 'createdAt')
@@ -98,11 +101,11 @@ t.test('register a passkey, list, rename, delete', async (t) => {
   t.same(security.data.passkeys.map((p: { id: string }) => p.id), [response.id], 'listed')
   t.same(security.data.totp, { enabled: false, enabledAt: null })
 
-  const again = await call('POST', '/api/security/passkey-options', undefined, me.token)
+  const again = await call('POST', '/api/security/passkey-options', { currentPassword: me.password }, me.token)
   t.same((again.data as PublicKeyCredentialCreationOptionsJSON).excludeCredentials?.map((c) => c.id), [response.id], 'the next options exclude it')
   t.throws(() => authenticator.register(again.data, ORIGIN), /InvalidStateError/, 'so the same authenticator does not register twice')
 
-  const second = await addPasskey(server, me.token, new SoftAuthenticator({ backedUp: true }))
+  const second = await addPasskey(server, me, new SoftAuthenticator({ backedUp: true }))
   t.equal(second.backedUp, true, 'a synced passkey says so')
   t.equal(typeof second.name, 'string', 'a default name')
 
@@ -118,8 +121,8 @@ t.test('register a passkey, list, rename, delete', async (t) => {
   t.same(after.data.passkeys.map((p: { id: string }) => p.id), [second.id], 'one left')
   assertProblem(t, await call('DELETE', `/api/security/passkeys/${response.id}`, undefined, me.token), 404, 'NOT_FOUND')
 
-  const phished = new SoftAuthenticator().register((await call('POST', '/api/security/passkey-options', undefined, me.token)).data, 'https://evil.example')
-  const refused = await call('POST', '/api/security/passkeys', { response: phished }, me.token)
+  const phished = new SoftAuthenticator().register((await call('POST', '/api/security/passkey-options', { currentPassword: me.password }, me.token)).data, 'https://evil.example')
+  const refused = await call('POST', '/api/security/passkeys', { response: phished, currentPassword: me.password }, me.token)
   t.match(assertProblem(t, refused, 400, 'PASSKEY_NOT_REGISTERED').detail, /origin/, 'a registration made on another origin')
 })
 
@@ -127,7 +130,7 @@ t.test("another user's passkey: PATCH and DELETE answer 404", async (t) => {
   const server = await start(t)
   const alice = await signedUp(server)
   const bob = await signedUp(server)
-  const key = await addPasskey(server, alice.token, new SoftAuthenticator())
+  const key = await addPasskey(server, alice, new SoftAuthenticator())
   assertProblem(t, await server.call('PATCH', `/api/security/passkeys/${key.id}`, { name: 'mine now' }, bob.token), 404, 'NOT_FOUND')
   assertProblem(t, await server.call('DELETE', `/api/security/passkeys/${key.id}`, undefined, bob.token), 404, 'NOT_FOUND')
   const kept = await server.call('GET', '/api/security', undefined, alice.token)
@@ -138,7 +141,7 @@ t.test('passwordless sign-in with a passkey', async (t) => {
   const server = await start(t)
   const me = await signedUp(server)
   const authenticator = new SoftAuthenticator()
-  const key = await addPasskey(server, me.token, authenticator)
+  const key = await addPasskey(server, me, authenticator)
 
   const options = await server.call('POST', '/api/auth/passkey/options')
   t.equal(options.status, 200, options.body)
@@ -160,16 +163,16 @@ t.test('a passkey as the second step after the password, with TOTP on', async (t
   const { call } = server
   const me = await signedUp(server)
 
-  const enrol = await call('POST', '/api/security/totp', undefined, me.token)
+  const enrol = await call('POST', '/api/security/totp', { currentPassword: me.password }, me.token)
   t.equal(enrol.status, 200, enrol.body)
   t.match(enrol.data, { secret: /^[A-Z2-7]+=*$/, uri: /^otpauth:\/\/totp\//, qrCode: /^data:image\/svg\+xml;base64,/ })
-  const wrong = await call('POST', '/api/security/totp/confirm', { code: totpCode(enrol.data.secret, 10) }, me.token)
+  const wrong = await call('POST', '/api/security/totp/confirm', { code: totpCode(enrol.data.secret, 10), currentPassword: me.password }, me.token)
   t.equal(wrong.status, 400, 'a code of another time refused')
-  const confirmed = await call('POST', '/api/security/totp/confirm', { code: totpCode(enrol.data.secret) }, me.token)
+  const confirmed = await call('POST', '/api/security/totp/confirm', { code: totpCode(enrol.data.secret), currentPassword: me.password }, me.token)
   t.equal(confirmed.status, 200, confirmed.body)
   t.equal(confirmed.data.recoveryCodes.length, 10)
   t.equal((await call('GET', '/api/security', undefined, me.token)).data.totp.enabled, true)
-  const again = await call('POST', '/api/security/totp', undefined, me.token)
+  const again = await call('POST', '/api/security/totp', { currentPassword: me.password }, me.token)
   t.equal(again.status, 409, 'no second enrolment while on')
   t.equal(wrong.data.code, 'TOTP_CODE_INVALID', 'confirm with a wrong code: 400 TOTP_CODE_INVALID')
   t.equal(again.data.code, 'TOTP_ENABLED', 'an enrolment with TOTP on: 409 TOTP_ENABLED')
@@ -178,7 +181,7 @@ t.test('a passkey as the second step after the password, with TOTP on', async (t
   t.equal(withoutPasskey.status, 202, withoutPasskey.body)
   t.same(withoutPasskey.data.methods, ['totp', 'recovery-code'], 'no passkey yet: not offered')
   const authenticator = new SoftAuthenticator()
-  await addPasskey(server, me.token, authenticator)
+  await addPasskey(server, me, authenticator)
 
   const first = await call('POST', '/api/auth/login', { username: me.username, password: me.password })
   t.equal(first.status, 202, first.body)
@@ -194,7 +197,7 @@ t.test('a passkey as the second step after the password, with TOTP on', async (t
   // Another account's passkey, offered anyway (an authenticator ignoring allowCredentials), does not complete this step.
   const other = await signedUp(server)
   const stranger = new SoftAuthenticator()
-  await addPasskey(server, other.token, stranger)
+  await addPasskey(server, other, stranger)
   const foreign = await call('POST', '/api/auth/mfa/passkey', { mfaToken: first.data.mfaToken, response: stranger.authenticate({ ...options.data, allowCredentials: [] }, ORIGIN) })
   t.match(assertProblem(t, foreign, 401, 'PASSKEY_REFUSED').detail, /not registered/)
 
@@ -224,7 +227,7 @@ t.test('refused: a counter that goes backwards (a cloned key), a wrong origin, a
   const server = await start(t)
   const me = await signedUp(server)
   const authenticator = new SoftAuthenticator()
-  const key = await addPasskey(server, me.token, authenticator)
+  const key = await addPasskey(server, me, authenticator)
   const clone = authenticator.clone(key.id)
   t.equal((await passwordless(server, authenticator)).status, 200, 'the original: counter 1')
   t.equal((await passwordless(server, authenticator)).status, 200, 'the original: counter 2')
@@ -249,7 +252,7 @@ t.test('refused: a challenge used twice', async (t) => {
   const server = await start(t)
   const me = await signedUp(server)
   const authenticator = new SoftAuthenticator()
-  await addPasskey(server, me.token, authenticator)
+  await addPasskey(server, me, authenticator)
   const options = (await server.call('POST', '/api/auth/passkey/options', {})).data
   t.equal((await server.call('POST', '/api/auth/passkey/login', { response: authenticator.authenticate(options, ORIGIN) })).status, 200)
   const twice = await server.call('POST', '/api/auth/passkey/login', { response: authenticator.authenticate(options, ORIGIN) })
@@ -266,7 +269,7 @@ t.test('an expired challenge', async (t) => {
   const server = await start(t, { env: { REDIS_URL: redis.url, REDIS_KEY_PREFIX: redis.prefix } })
   const me = await signedUp(server)
   const authenticator = new SoftAuthenticator()
-  await addPasskey(server, me.token, authenticator)
+  await addPasskey(server, me, authenticator)
   const options = (await server.call('POST', '/api/auth/passkey/options', {})).data
   const key = `${redis.prefix}challenges:webauthn:${options.challenge}`
   const ttl = await redis.client.pttl(key)
@@ -287,8 +290,8 @@ t.test('replicas: options from one, verification on the other', async (t) => {
     const b = await start(t, { env, databaseUrl })
     const me = await signedUp(a)
     const authenticator = new SoftAuthenticator()
-    const creation = await a.call('POST', '/api/security/passkey-options', undefined, me.token)
-    const added = await b.call('POST', '/api/security/passkeys', { response: authenticator.register(creation.data, ORIGIN) }, me.token)
+    const creation = await a.call('POST', '/api/security/passkey-options', { currentPassword: me.password }, me.token)
+    const added = await b.call('POST', '/api/security/passkeys', { response: authenticator.register(creation.data, ORIGIN), currentPassword: me.password }, me.token)
     t.equal(added.status, 201, `registered on B with A's options: ${added.body}`)
     const request = await a.call('POST', '/api/auth/passkey/options', {})
     const login = await b.call('POST', '/api/auth/passkey/login', { response: authenticator.authenticate(request.data, ORIGIN) })
@@ -301,13 +304,13 @@ t.test('replicas: options from one, verification on the other', async (t) => {
     const b = await start(t, { databaseUrl })
     const me = await signedUp(a)
     const authenticator = new SoftAuthenticator()
-    await addPasskey(a, me.token, authenticator)
+    await addPasskey(a, me, authenticator)
     const request = await a.call('POST', '/api/auth/passkey/options', {})
     const response = authenticator.authenticate(request.data, ORIGIN)
     t.match(assertProblem(t, await b.call('POST', '/api/auth/passkey/login', { response }), 401, 'PASSKEY_REFUSED').detail, /challenge/, 'sign-in: B never issued the challenge')
     t.equal((await a.call('POST', '/api/auth/passkey/login', { response })).status, 200, 'A, which issued it, accepts the same assertion')
-    const creation = await a.call('POST', '/api/security/passkey-options', undefined, me.token)
-    const added = await b.call('POST', '/api/security/passkeys', { response: new SoftAuthenticator().register(creation.data, ORIGIN) }, me.token)
+    const creation = await a.call('POST', '/api/security/passkey-options', { currentPassword: me.password }, me.token)
+    const added = await b.call('POST', '/api/security/passkeys', { response: new SoftAuthenticator().register(creation.data, ORIGIN), currentPassword: me.password }, me.token)
     assertProblem(t, added, 400, 'PASSKEY_NOT_REGISTERED')
   })
 })
