@@ -70,7 +70,7 @@ const modules = {
   health: [],
   mail: [],
   users: ['sessions', 'products', 'mail'],
-  factors: ['users', 'sessions'],
+  factors: ['users', 'sessions', 'mail'],
   auth: ['users', 'sessions', 'factors'],
   admin: ['users'],
   metrics: ['admin']

@@ -191,7 +191,7 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
   await app.register(healthRoutes, { prefix: '/health', readyTimeoutMs: tuning.readyTimeoutMs })
   await app.register(authRoutes, { ...config.auth, prefix: '/api/auth', authBudget, originCheck })
   await app.register(signInRoutes, { ...config.auth, prefix: '/api/auth', authBudget, originCheck })
-  await app.register(securityRoutes, { prefix: '/api/security' })
+  await app.register(securityRoutes, { prefix: '/api/security', authBudget })
   await app.register(userRoutes, { ...config.auth, prefix: '/api/user', authBudget, accountChanges: { ...tuning.accountChanges, store: attemptStore('account-changes') } })
   // The routing and context plugins only where they serve: the product routes (named-route
   // URLs for a product's imageUrl; CSV negotiation, conditional and ranged image reads, the

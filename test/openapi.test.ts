@@ -15,7 +15,7 @@ import { readFileSync } from 'node:fs'
 import { Problem } from '../src/lib/problem.js'
 import { PROBLEM_CODES } from '../src/lib/responses.js'
 import { generateSync } from 'otplib'
-import { build, newUser, registerAndLogin, TEST_ENV, type Session } from './helpers/build.js'
+import { build, newUser, TEST_ENV, verifiedUser, type Session } from './helpers/build.js'
 import { sqlClient } from './helpers/database.js'
 import { redisServer } from './helpers/redis.js'
 import { SoftAuthenticator } from './helpers/soft-authenticator.js'
@@ -200,8 +200,8 @@ t.test('each route answers every status it documents, and documents every status
   missing.pathname = '/openapi_no_such_database'
   const down = await build(t, { databaseUrl: missing.toString() })
 
-  const me = await registerAndLogin(app)
-  const other = await registerAndLogin(app)
+  const me = await verifiedUser(app)
+  const other = await verifiedUser(app)
   const product = async (session: Session) => (await app.inject({ method: 'POST', url: '/api/product', headers: session.auth, payload: { title: 'p', amount: 1 } })).json().id as number
   const mine = await product(me)
   const theirs = await product(other)
@@ -245,12 +245,12 @@ t.test('each route answers every status it documents, and documents every status
     if (!spent) {
       spent = true
       await limited.inject({ method: 'POST', url: '/api/auth/login', payload: { username: 'nobody-at-all', password: 'x' } })
-      await limited.inject({ method: 'PATCH', url: `/api/user/${budgetUser.id}`, headers: budgetUser.auth, payload: { email: newUser().email } })
+      await limited.inject({ method: 'PATCH', url: `/api/user/${budgetUser.id}`, headers: budgetUser.auth, payload: { email: newUser().email, currentPassword: budgetUser.password } })
       await limited.inject({ method: 'GET', url: '/api/admin/users', headers: WRONG_ADMIN })
     }
     return await run()
   }
-  const budgetUser = await registerAndLogin(app)
+  const budgetUser = await verifiedUser(app)
 
   // Second factors: a Redis that is gone (the budgets and the challenge store fail closed:
   // 503), a user with TOTP on, a passkey on a software authenticator.
@@ -261,16 +261,16 @@ t.test('each route answers every status it documents, and documents every status
   const soft = new SoftAuthenticator()
   const evil = (session: Session) => ({ cookie: `__Secure-access_token=${session.token}`, origin: 'https://evil.example' })
   async function withTotp (): Promise<Session & { recoveryCodes: string[] }> {
-    const session = await registerAndLogin(app)
-    const { secret } = (await app.inject({ method: 'POST', url: '/api/security/totp', headers: session.auth })).json()
-    const confirmed = await app.inject({ method: 'POST', url: '/api/security/totp/confirm', headers: session.auth, payload: { code: generateSync({ secret, epoch: Math.floor(Date.now() / 1000) }) } })
+    const session = await verifiedUser(app)
+    const { secret } = (await app.inject({ method: 'POST', url: '/api/security/totp', headers: session.auth, payload: { currentPassword: session.password } })).json()
+    const confirmed = await app.inject({ method: 'POST', url: '/api/security/totp/confirm', headers: session.auth, payload: { code: generateSync({ secret, epoch: Math.floor(Date.now() / 1000) }), currentPassword: session.password } })
     return { ...session, recoveryCodes: confirmed.json().recoveryCodes }
   }
   /** A new passkey of `session`'s user: its id in the API and its credential id. */
   async function addPasskey (session: Session, authenticator = soft): Promise<{ id: string, credentialId: string }> {
-    const options = (await app.inject({ method: 'POST', url: '/api/security/passkey-options', headers: session.auth })).json()
+    const options = (await app.inject({ method: 'POST', url: '/api/security/passkey-options', headers: session.auth, payload: { currentPassword: session.password } })).json()
     const response = authenticator.register(options, origin)
-    return { id: (await app.inject({ method: 'POST', url: '/api/security/passkeys', headers: session.auth, payload: { response } })).json().id, credentialId: response.id }
+    return { id: (await app.inject({ method: 'POST', url: '/api/security/passkeys', headers: session.auth, payload: { response, currentPassword: session.password } })).json().id, credentialId: response.id }
   }
   const mfaUser = await withTotp()
   const { id: keyId, credentialId } = await addPasskey(mfaUser)
@@ -366,27 +366,32 @@ t.test('each route answers every status it documents, and documents every status
       503: () => down.inject({ url: '/api/security', headers: me.auth })
     },
     'POST /api/security/totp': {
-      200: async () => app.inject({ method: 'POST', url: '/api/security/totp', headers: (await registerAndLogin(app)).auth }),
+      200: async () => { const session = await verifiedUser(app); return await app.inject({ method: 'POST', url: '/api/security/totp', headers: session.auth, payload: { currentPassword: session.password } }) },
+      400: () => app.inject({ method: 'POST', url: '/api/security/totp', headers: me.auth, payload: {} }),
+      413: () => app.inject({ method: 'POST', url: '/api/security/totp', headers: me.auth, payload: { currentPassword: 'x'.repeat(2_000_000) } }),
+      415: () => app.inject({ method: 'POST', url: '/api/security/totp', headers: { ...me.auth, ...text.headers }, payload: text.payload }),
+      429: () => overBudget(() => limited.inject({ method: 'POST', url: '/api/security/totp', headers: budgetUser.auth, payload: { currentPassword: budgetUser.password } })),
       401: () => app.inject({ method: 'POST', url: '/api/security/totp' }),
       403: () => app.inject({ method: 'POST', url: '/api/security/totp', headers: evil(me) }),
-      409: () => app.inject({ method: 'POST', url: '/api/security/totp', headers: mfaUser.auth }),
-      500: () => failing(app.factors, 'startTotp', () => app.inject({ method: 'POST', url: '/api/security/totp', headers: me.auth })),
-      503: () => down.inject({ method: 'POST', url: '/api/security/totp', headers: me.auth })
+      409: () => app.inject({ method: 'POST', url: '/api/security/totp', headers: mfaUser.auth, payload: { currentPassword: mfaUser.password } }),
+      500: () => failing(app.factors, 'startTotp', () => app.inject({ method: 'POST', url: '/api/security/totp', headers: me.auth, payload: { currentPassword: me.password } })),
+      503: () => down.inject({ method: 'POST', url: '/api/security/totp', headers: me.auth, payload: { currentPassword: me.password } })
     },
     'POST /api/security/totp/confirm': {
       200: async () => {
-        const session = await registerAndLogin(app)
-        const { secret } = (await app.inject({ method: 'POST', url: '/api/security/totp', headers: session.auth })).json()
-        return await app.inject({ method: 'POST', url: '/api/security/totp/confirm', headers: session.auth, payload: { code: generateSync({ secret, epoch: Math.floor(Date.now() / 1000) }) } })
+        const session = await verifiedUser(app)
+        const { secret } = (await app.inject({ method: 'POST', url: '/api/security/totp', headers: session.auth, payload: { currentPassword: session.password } })).json()
+        return await app.inject({ method: 'POST', url: '/api/security/totp/confirm', headers: session.auth, payload: { code: generateSync({ secret, epoch: Math.floor(Date.now() / 1000) }), currentPassword: session.password } })
       },
-      400: () => app.inject({ method: 'POST', url: '/api/security/totp/confirm', headers: me.auth, payload: { code: 'abc' } }),
+      400: () => app.inject({ method: 'POST', url: '/api/security/totp/confirm', headers: me.auth, payload: { currentPassword: me.password, code: 'abc' } }),
       401: () => app.inject({ method: 'POST', url: '/api/security/totp/confirm', payload: { code: '123456' } }),
       403: () => app.inject({ method: 'POST', url: '/api/security/totp/confirm', headers: evil(me), payload: { code: '123456' } }),
-      409: () => app.inject({ method: 'POST', url: '/api/security/totp/confirm', headers: other.auth, payload: { code: '123456' } }),
+      409: () => app.inject({ method: 'POST', url: '/api/security/totp/confirm', headers: other.auth, payload: { currentPassword: other.password, code: '123456' } }),
       413: () => app.inject({ method: 'POST', url: '/api/security/totp/confirm', headers: me.auth, payload: { code: 'x'.repeat(2_000_000) } }),
+      429: () => overBudget(() => limited.inject({ method: 'POST', url: '/api/security/totp/confirm', headers: budgetUser.auth, payload: { code: '123456', currentPassword: budgetUser.password } })),
       415: () => app.inject({ method: 'POST', url: '/api/security/totp/confirm', headers: { ...me.auth, ...text.headers }, payload: text.payload }),
-      500: () => failing(app.factors, 'confirmTotp', () => app.inject({ method: 'POST', url: '/api/security/totp/confirm', headers: me.auth, payload: { code: '123456' } })),
-      503: () => down.inject({ method: 'POST', url: '/api/security/totp/confirm', headers: me.auth, payload: { code: '123456' } })
+      500: () => failing(app.factors, 'confirmTotp', () => app.inject({ method: 'POST', url: '/api/security/totp/confirm', headers: me.auth, payload: { currentPassword: me.password, code: '123456' } })),
+      503: () => down.inject({ method: 'POST', url: '/api/security/totp/confirm', headers: me.auth, payload: { currentPassword: me.password, code: '123456' } })
     },
     'POST /api/security/totp/disable': {
       204: async () => { const session = await withTotp(); return await app.inject({ method: 'POST', url: '/api/security/totp/disable', headers: session.auth, payload: { password: session.password } }) },
@@ -400,35 +405,44 @@ t.test('each route answers every status it documents, and documents every status
       503: () => down.inject({ method: 'POST', url: '/api/security/totp/disable', headers: me.auth, payload: { code: '123456' } })
     },
     'POST /api/security/recovery-codes': {
-      200: () => app.inject({ method: 'POST', url: '/api/security/recovery-codes', headers: mfaUser.auth }),
+      200: () => app.inject({ method: 'POST', url: '/api/security/recovery-codes', headers: mfaUser.auth, payload: { currentPassword: mfaUser.password } }),
       401: () => app.inject({ method: 'POST', url: '/api/security/recovery-codes' }),
       403: () => app.inject({ method: 'POST', url: '/api/security/recovery-codes', headers: evil(me) }),
-      409: () => app.inject({ method: 'POST', url: '/api/security/recovery-codes', headers: me.auth }),
-      500: () => failing(app.factors, 'regenerateRecoveryCodes', () => app.inject({ method: 'POST', url: '/api/security/recovery-codes', headers: me.auth })),
-      503: () => down.inject({ method: 'POST', url: '/api/security/recovery-codes', headers: me.auth })
+      409: () => app.inject({ method: 'POST', url: '/api/security/recovery-codes', headers: me.auth, payload: { currentPassword: me.password } }),
+      400: () => app.inject({ method: 'POST', url: '/api/security/recovery-codes', headers: me.auth, payload: {} }),
+      413: () => app.inject({ method: 'POST', url: '/api/security/recovery-codes', headers: me.auth, payload: { currentPassword: 'x'.repeat(2_000_000) } }),
+      415: () => app.inject({ method: 'POST', url: '/api/security/recovery-codes', headers: { ...me.auth, ...text.headers }, payload: text.payload }),
+      429: () => overBudget(() => limited.inject({ method: 'POST', url: '/api/security/recovery-codes', headers: budgetUser.auth, payload: { currentPassword: budgetUser.password } })),
+      500: () => failing(app.factors, 'regenerateRecoveryCodes', () => app.inject({ method: 'POST', url: '/api/security/recovery-codes', headers: me.auth, payload: { currentPassword: me.password } })),
+      503: () => down.inject({ method: 'POST', url: '/api/security/recovery-codes', headers: me.auth, payload: { currentPassword: me.password } })
     },
     'POST /api/security/passkey-options': {
-      200: () => app.inject({ method: 'POST', url: '/api/security/passkey-options', headers: me.auth }),
+      200: () => app.inject({ method: 'POST', url: '/api/security/passkey-options', headers: me.auth, payload: { currentPassword: me.password } }),
+      400: () => app.inject({ method: 'POST', url: '/api/security/passkey-options', headers: me.auth, payload: {} }),
+      413: () => app.inject({ method: 'POST', url: '/api/security/passkey-options', headers: me.auth, payload: { currentPassword: 'x'.repeat(2_000_000) } }),
+      415: () => app.inject({ method: 'POST', url: '/api/security/passkey-options', headers: { ...me.auth, ...text.headers }, payload: text.payload }),
+      429: () => overBudget(() => limited.inject({ method: 'POST', url: '/api/security/passkey-options', headers: budgetUser.auth, payload: { currentPassword: budgetUser.password } })),
       401: () => app.inject({ method: 'POST', url: '/api/security/passkey-options' }),
       403: () => app.inject({ method: 'POST', url: '/api/security/passkey-options', headers: evil(me) }),
       409: async () => {
-        const session = await registerAndLogin(app)
+        const session = await verifiedUser(app)
         for (let i = 0; i < 20; i++) await addPasskey(session, new SoftAuthenticator())
-        return await app.inject({ method: 'POST', url: '/api/security/passkey-options', headers: session.auth })
+        return await app.inject({ method: 'POST', url: '/api/security/passkey-options', headers: session.auth, payload: { currentPassword: session.password } })
       },
-      500: () => failing(app.factors, 'registrationOptions', () => app.inject({ method: 'POST', url: '/api/security/passkey-options', headers: me.auth })),
-      503: () => down.inject({ method: 'POST', url: '/api/security/passkey-options', headers: me.auth })
+      500: () => failing(app.factors, 'registrationOptions', () => app.inject({ method: 'POST', url: '/api/security/passkey-options', headers: me.auth, payload: { currentPassword: me.password } })),
+      503: () => down.inject({ method: 'POST', url: '/api/security/passkey-options', headers: me.auth, payload: { currentPassword: me.password } })
     },
     'POST /api/security/passkeys': {
-      201: async () => { const options = (await app.inject({ method: 'POST', url: '/api/security/passkey-options', headers: me.auth })).json(); return await app.inject({ method: 'POST', url: '/api/security/passkeys', headers: me.auth, payload: { response: soft.register(options, origin), name: 'Laptop' } }) },
-      400: async () => { const options = (await app.inject({ method: 'POST', url: '/api/security/passkey-options', headers: me.auth })).json(); return await app.inject({ method: 'POST', url: '/api/security/passkeys', headers: me.auth, payload: { response: new SoftAuthenticator().register(options, 'https://evil.example') } }) },
+      201: async () => { const options = (await app.inject({ method: 'POST', url: '/api/security/passkey-options', headers: me.auth, payload: { currentPassword: me.password } })).json(); return await app.inject({ method: 'POST', url: '/api/security/passkeys', headers: me.auth, payload: { response: soft.register(options, origin), name: 'Laptop', currentPassword: me.password } }) },
+      400: async () => { const options = (await app.inject({ method: 'POST', url: '/api/security/passkey-options', headers: me.auth, payload: { currentPassword: me.password } })).json(); return await app.inject({ method: 'POST', url: '/api/security/passkeys', headers: me.auth, payload: { response: new SoftAuthenticator().register(options, 'https://evil.example'), currentPassword: me.password } }) },
       401: () => app.inject({ method: 'POST', url: '/api/security/passkeys', payload: {} }),
       403: () => app.inject({ method: 'POST', url: '/api/security/passkeys', headers: evil(me), payload: {} }),
-      409: async () => { const options = (await app.inject({ method: 'POST', url: '/api/security/passkey-options', headers: other.auth })).json(); return await app.inject({ method: 'POST', url: '/api/security/passkeys', headers: other.auth, payload: { response: new SoftAuthenticator().register(options, origin, { credentialId }) } }) },
+      409: async () => { const options = (await app.inject({ method: 'POST', url: '/api/security/passkey-options', headers: other.auth, payload: { currentPassword: other.password } })).json(); return await app.inject({ method: 'POST', url: '/api/security/passkeys', headers: other.auth, payload: { response: new SoftAuthenticator().register(options, origin, { credentialId }), currentPassword: other.password } }) },
       413: () => app.inject({ method: 'POST', url: '/api/security/passkeys', headers: me.auth, payload: { name: 'x'.repeat(2_000_000) } }),
+      429: () => overBudget(() => limited.inject({ method: 'POST', url: '/api/security/passkeys', headers: budgetUser.auth, payload: { response: strayRegistration, currentPassword: budgetUser.password } })),
       415: () => app.inject({ method: 'POST', url: '/api/security/passkeys', headers: { ...me.auth, ...text.headers }, payload: text.payload }),
-      500: () => failing(app.factors, 'register', () => app.inject({ method: 'POST', url: '/api/security/passkeys', headers: me.auth, payload: { response: strayRegistration } })),
-      503: () => down.inject({ method: 'POST', url: '/api/security/passkeys', headers: me.auth, payload: { response: strayRegistration } })
+      500: () => failing(app.factors, 'register', () => app.inject({ method: 'POST', url: '/api/security/passkeys', headers: me.auth, payload: { currentPassword: me.password, response: strayRegistration } })),
+      503: () => down.inject({ method: 'POST', url: '/api/security/passkeys', headers: me.auth, payload: { currentPassword: me.password, response: strayRegistration } })
     },
     'PATCH /api/security/passkeys/{id}': {
       200: () => app.inject({ method: 'PATCH', url: `/api/security/passkeys/${keyId}`, headers: mfaUser.auth, payload: { name: 'Renamed' } }),
@@ -442,7 +456,7 @@ t.test('each route answers every status it documents, and documents every status
       503: () => down.inject({ method: 'PATCH', url: `/api/security/passkeys/${keyId}`, headers: me.auth, payload: { name: 'x' } })
     },
     'DELETE /api/security/passkeys/{id}': {
-      204: async () => { const session = await registerAndLogin(app); return await app.inject({ method: 'DELETE', url: `/api/security/passkeys/${(await addPasskey(session)).id}`, headers: session.auth }) },
+      204: async () => { const session = await verifiedUser(app); return await app.inject({ method: 'DELETE', url: `/api/security/passkeys/${(await addPasskey(session)).id}`, headers: session.auth }) },
       400: () => app.inject({ method: 'DELETE', url: '/api/security/passkeys/not+base64url', headers: me.auth }),
       401: () => app.inject({ method: 'DELETE', url: `/api/security/passkeys/${keyId}` }),
       403: () => app.inject({ method: 'DELETE', url: `/api/security/passkeys/${keyId}`, headers: evil(mfaUser) }),
@@ -451,7 +465,7 @@ t.test('each route answers every status it documents, and documents every status
       503: () => down.inject({ method: 'DELETE', url: `/api/security/passkeys/${keyId}`, headers: me.auth })
     },
     'POST /api/auth/refresh-token': {
-      200: async () => { const s = await registerAndLogin(app); return await app.inject({ method: 'POST', url: '/api/auth/refresh-token', payload: { refreshToken: s.refreshToken } }) },
+      200: async () => { const s = await verifiedUser(app); return await app.inject({ method: 'POST', url: '/api/auth/refresh-token', payload: { refreshToken: s.refreshToken } }) },
       400: () => app.inject({ method: 'POST', url: '/api/auth/refresh-token', payload: { refreshToken: 42 } }),
       401: () => app.inject({ method: 'POST', url: '/api/auth/refresh-token', payload: { refreshToken: 'A'.repeat(43) } }),
       403: () => app.inject({ method: 'POST', url: '/api/auth/refresh-token', headers: { cookie: `__Secure-refresh_token=${me.refreshToken}` } }),
@@ -459,14 +473,14 @@ t.test('each route answers every status it documents, and documents every status
       415: () => app.inject({ method: 'POST', url: '/api/auth/refresh-token', ...text }),
       429: async () => {
         // A session's first refresh is not limited; its second, within a minute, is.
-        const first = await app.inject({ method: 'POST', url: '/api/auth/refresh-token', payload: { refreshToken: (await registerAndLogin(app)).refreshToken } })
+        const first = await app.inject({ method: 'POST', url: '/api/auth/refresh-token', payload: { refreshToken: (await verifiedUser(app)).refreshToken } })
         return await limited.inject({ method: 'POST', url: '/api/auth/refresh-token', payload: { refreshToken: first.json().refreshToken } })
       },
       500: () => failingQueries(() => app.inject({ method: 'POST', url: '/api/auth/refresh-token', payload: { refreshToken: me.refreshToken } })),
       503: () => down.inject({ method: 'POST', url: '/api/auth/refresh-token', payload: { refreshToken: me.refreshToken } })
     },
     'POST /api/auth/logout': {
-      204: async () => { const s = await registerAndLogin(app); return await app.inject({ method: 'POST', url: '/api/auth/logout', headers: s.auth }) },
+      204: async () => { const s = await verifiedUser(app); return await app.inject({ method: 'POST', url: '/api/auth/logout', headers: s.auth }) },
       400: () => app.inject({ method: 'POST', url: '/api/auth/logout', headers: me.auth, payload: { everywhere: true } }),
       401: () => app.inject({ method: 'POST', url: '/api/auth/logout' }),
       403: () => app.inject({ method: 'POST', url: '/api/auth/logout', headers: { cookie: `__Secure-access_token=${me.token}`, origin: 'https://evil.example' } }),
@@ -488,7 +502,7 @@ t.test('each route answers every status it documents, and documents every status
       204: async () => {
         const { createHash, randomBytes } = await import('node:crypto')
         const token = randomBytes(32).toString('base64url')
-        const who = await registerAndLogin(app)
+        const who = await verifiedUser(app)
         const db = await sqlClient(t, app.databaseUrl)
         await db.query('INSERT INTO password_reset_tokens (hash, user_id, expires_at) VALUES ($1, $2, now() + interval \'1 minute\')', [createHash('sha256').update(token).digest(), who.id])
         return await app.inject({ method: 'POST', url: '/api/auth/password-reset/confirm', payload: { token, password: 'a new password' } })
@@ -513,7 +527,7 @@ t.test('each route answers every status it documents, and documents every status
         // A change to an address another account has by the time its link is followed.
         const { createHash, randomBytes } = await import('node:crypto')
         const token = randomBytes(32).toString('base64url')
-        const who = await registerAndLogin(app)
+        const who = await verifiedUser(app)
         const db = await sqlClient(t, app.databaseUrl)
         await db.query('UPDATE users SET pending_email = $2 WHERE id = $1', [who.id, other.email])
         await db.query('INSERT INTO email_verification_tokens (hash, user_id, email, expires_at) VALUES ($1, $2, $3, now() + interval \'1 minute\')', [createHash('sha256').update(token).digest(), who.id, other.email])
@@ -541,24 +555,24 @@ t.test('each route answers every status it documents, and documents every status
       503: () => down.inject({ url: `/api/user/${me.id}`, headers: me.auth })
     },
     'PATCH /api/user/{id}': {
-      200: () => app.inject({ method: 'PATCH', url: `/api/user/${me.id}`, headers: me.auth, payload: { email: newUser().email } }),
+      200: () => app.inject({ method: 'PATCH', url: `/api/user/${me.id}`, headers: me.auth, payload: { email: newUser().email, currentPassword: me.password } }),
       400: () => app.inject({ method: 'PATCH', url: `/api/user/${me.id}`, headers: me.auth, payload: {} }),
       401: () => app.inject({ method: 'PATCH', url: `/api/user/${me.id}`, payload: { email: newUser().email } }),
       403: () => app.inject({ method: 'PATCH', url: `/api/user/${me.id}`, headers: me.auth, payload: { email: newUser().email, currentPassword: 'wrong password' } }),
-      404: async () => { const gone = await registerAndLogin(app); return await deletedMidway(gone, 'update', () => app.inject({ method: 'PATCH', url: `/api/user/${gone.id}`, headers: gone.auth, payload: { email: newUser().email } })) },
+      404: async () => { const gone = await verifiedUser(app); return await deletedMidway(gone, 'update', () => app.inject({ method: 'PATCH', url: `/api/user/${gone.id}`, headers: gone.auth, payload: { email: newUser().email, currentPassword: gone.password } })) },
       409: () => app.inject({ method: 'PATCH', url: `/api/user/${me.id}`, headers: me.auth, payload: { username: other.username } }),
       413: () => app.inject({ method: 'PATCH', url: `/api/user/${me.id}`, headers: me.auth, payload: { username: 'x'.repeat(2_000_000) } }),
       415: () => app.inject({ method: 'PATCH', url: `/api/user/${me.id}`, headers: { ...me.auth, ...text.headers }, payload: text.payload }),
-      429: () => overBudget(() => limited.inject({ method: 'PATCH', url: `/api/user/${budgetUser.id}`, headers: budgetUser.auth, payload: { email: newUser().email } })),
-      500: () => failingQueries(() => app.inject({ method: 'PATCH', url: `/api/user/${me.id}`, headers: me.auth, payload: { email: newUser().email } })),
-      503: () => down.inject({ method: 'PATCH', url: `/api/user/${me.id}`, headers: me.auth, payload: { email: newUser().email } })
+      429: () => overBudget(() => limited.inject({ method: 'PATCH', url: `/api/user/${budgetUser.id}`, headers: budgetUser.auth, payload: { email: newUser().email, currentPassword: budgetUser.password } })),
+      500: () => failingQueries(() => app.inject({ method: 'PATCH', url: `/api/user/${me.id}`, headers: me.auth, payload: { email: newUser().email, currentPassword: me.password } })),
+      503: () => down.inject({ method: 'PATCH', url: `/api/user/${me.id}`, headers: me.auth, payload: { email: newUser().email, currentPassword: me.password } })
     },
     'DELETE /api/user/{id}': {
-      204: async () => { const gone = await registerAndLogin(app); return await app.inject({ method: 'DELETE', url: `/api/user/${gone.id}`, headers: gone.auth, payload: { password: gone.password } }) },
+      204: async () => { const gone = await verifiedUser(app); return await app.inject({ method: 'DELETE', url: `/api/user/${gone.id}`, headers: gone.auth, payload: { password: gone.password } }) },
       400: () => app.inject({ method: 'DELETE', url: `/api/user/${me.id}`, headers: me.auth, payload: {} }),
       401: () => app.inject({ method: 'DELETE', url: `/api/user/${me.id}`, payload: { password: me.password } }),
       403: () => app.inject({ method: 'DELETE', url: `/api/user/${other.id}`, headers: me.auth, payload: { password: me.password } }),
-      404: async () => { const gone = await registerAndLogin(app); return await deletedMidway(gone, 'deleteOwn', () => app.inject({ method: 'DELETE', url: `/api/user/${gone.id}`, headers: gone.auth, payload: { password: gone.password } })) },
+      404: async () => { const gone = await verifiedUser(app); return await deletedMidway(gone, 'deleteOwn', () => app.inject({ method: 'DELETE', url: `/api/user/${gone.id}`, headers: gone.auth, payload: { password: gone.password } })) },
       413: () => app.inject({ method: 'DELETE', url: `/api/user/${me.id}`, headers: me.auth, payload: { password: 'x'.repeat(2_000_000) } }),
       415: () => app.inject({ method: 'DELETE', url: `/api/user/${me.id}`, headers: { ...me.auth, ...text.headers }, payload: text.payload }),
       429: () => overBudget(() => limited.inject({ method: 'DELETE', url: `/api/user/${budgetUser.id}`, headers: budgetUser.auth, payload: { password: budgetUser.password } })),
@@ -648,7 +662,7 @@ t.test('each route answers every status it documents, and documents every status
       503: () => down.inject({ url: '/api/admin/users', headers: ADMIN })
     },
     'DELETE /api/admin/users/{id}': {
-      204: async () => app.inject({ method: 'DELETE', url: `/api/admin/users/${(await registerAndLogin(app)).id}`, headers: ADMIN }),
+      204: async () => app.inject({ method: 'DELETE', url: `/api/admin/users/${(await verifiedUser(app)).id}`, headers: ADMIN }),
       400: () => app.inject({ method: 'DELETE', url: '/api/admin/users/-1', headers: ADMIN }),
       401: () => app.inject({ method: 'DELETE', url: '/api/admin/users/1' }),
       404: () => app.inject({ method: 'DELETE', url: '/api/admin/users/2147483647', headers: ADMIN }),

@@ -16,7 +16,7 @@ import type { PublicKeyCredentialCreationOptionsJSON, PublicKeyCredentialRequest
 import { generateSync } from 'otplib'
 import t, { type Test } from 'tap'
 import { assertProblem, type Answer } from './helpers/assertions.js'
-import { build, newUser, type BuildOptions, type TestApp } from './helpers/build.js'
+import { build, markVerified, newUser, type BuildOptions, type TestApp } from './helpers/build.js'
 import { createTestDatabase } from './helpers/database.js'
 import { testRedis } from './helpers/redis.js'
 import { SoftAuthenticator, type RegisterCall } from './helpers/soft-authenticator.js'
@@ -45,22 +45,25 @@ async function start (t: Test, options: BuildOptions = {}) {
 }
 type Server = Awaited<ReturnType<typeof start>>
 
-/** Registers a user and logs in with the password: its bearer token. */
-async function signedUp ({ call }: Server) {
+/** Registers a user (address verified: a factor needs it) and logs in with the password: its bearer token. */
+async function signedUp ({ app, call }: Server) {
   const user = newUser()
   const created = await call('POST', '/api/user', user)
   if (created.status !== 201) throw new Error(`register: ${created.status} ${created.body}`)
+  await markVerified(app, created.data.id)
   const login = await call('POST', '/api/auth/login', { username: user.username, password: user.password })
   if (login.status !== 200) throw new Error(`login: ${login.status} ${login.body}`)
   return { ...user, id: created.data.id as number, token: login.data.token as string }
 }
+type SignedUp = Awaited<ReturnType<typeof signedUp>>
 
-/** Adds a passkey of `authenticator` to the signed-in user: the 201's body. */
-async function addPasskey ({ call }: Server, token: string, authenticator: SoftAuthenticator, name?: string) {
-  const options = await call('POST', '/api/security/passkey-options', undefined, token)
+/** Adds a passkey of `authenticator` to the signed-in user, with their password: the 201's body. */
+async function addPasskey ({ call }: Server, me: SignedUp, authenticator: SoftAuthenticator, name?: string) {
+  const { token, password: currentPassword } = me
+  const options = await call('POST', '/api/security/passkey-options', { currentPassword }, token)
   if (options.status !== 200) throw new Error(`options: ${options.status} ${options.body}`)
   const response = authenticator.register(options.data as PublicKeyCredentialCreationOptionsJSON, ORIGIN)
-  const added = await call('POST', '/api/security/passkeys', { response, ...(name === undefined ? {} : { name }) }, token)
+  const added = await call('POST', '/api/security/passkeys', { response, currentPassword, ...(name === undefined ? {} : { name }) }, token)
   if (added.status !== 201) throw new Error(`add: ${added.status} ${added.body}`)
   return added.data as { id: string, name: string, createdAt: string, lastUsedAt: string | null, backedUp: boolean }
 }
@@ -83,7 +86,7 @@ t.test('register a passkey, list, rename, delete', async (t) => {
   const me = await signedUp(server)
   const authenticator = new SoftAuthenticator()
 
-  const options = await call('POST', '/api/security/passkey-options', undefined, me.token)
+  const options = await call('POST', '/api/security/passkey-options', { currentPassword: me.password }, me.token)
   t.equal(options.status, 200, options.body)
   const creation = options.data as PublicKeyCredentialCreationOptionsJSON
   t.equal(creation.rp.id, 'localhost', 'the RP id: the host of PUBLIC_URL')
@@ -91,7 +94,7 @@ t.test('register a passkey, list, rename, delete', async (t) => {
   t.equal(creation.authenticatorSelection?.userVerification, 'required')
   t.ok(creation.pubKeyCredParams.some((p) => p.alg === -7), 'ES256 accepted')
   const response = authenticator.register(creation, ORIGIN)
-  const added = await call('POST', '/api/security/passkeys', { response, name: 'Laptop' }, me.token)
+  const added = await call('POST', '/api/security/passkeys', { response, name: 'Laptop', currentPassword: me.password }, me.token)
   t.equal(added.status, 201, added.body)
   t.match(added.data, { id: UUID, name: 'Laptop', lastUsedAt: null, backedUp: false })
   t.not(added.data.id, response.id, "the API names it by the service's short id, not its credential id")
@@ -102,11 +105,11 @@ t.test('register a passkey, list, rename, delete', async (t) => {
   t.same(security.data.passkeys.map((p: { id: string }) => p.id), [added.data.id], 'listed')
   t.same(security.data.totp, { enabled: false, enabledAt: null })
 
-  const again = await call('POST', '/api/security/passkey-options', undefined, me.token)
+  const again = await call('POST', '/api/security/passkey-options', { currentPassword: me.password }, me.token)
   t.same((again.data as PublicKeyCredentialCreationOptionsJSON).excludeCredentials?.map((c) => c.id), [response.id], 'the next options exclude it')
   t.throws(() => authenticator.register(again.data, ORIGIN), /InvalidStateError/, 'so the same authenticator does not register twice')
 
-  const second = await addPasskey(server, me.token, new SoftAuthenticator({ backedUp: true }))
+  const second = await addPasskey(server, me, new SoftAuthenticator({ backedUp: true }))
   t.equal(second.backedUp, true, 'a synced passkey says so')
   t.equal(typeof second.name, 'string', 'a default name')
 
@@ -123,8 +126,8 @@ t.test('register a passkey, list, rename, delete', async (t) => {
   t.same(after.data.passkeys.map((p: { id: string }) => p.id), [second.id], 'one left')
   assertProblem(t, await call('DELETE', `/api/security/passkeys/${added.data.id}`, undefined, me.token), 404, 'NOT_FOUND')
 
-  const phished = new SoftAuthenticator().register((await call('POST', '/api/security/passkey-options', undefined, me.token)).data, 'https://evil.example')
-  const refused = await call('POST', '/api/security/passkeys', { response: phished }, me.token)
+  const phished = new SoftAuthenticator().register((await call('POST', '/api/security/passkey-options', { currentPassword: me.password }, me.token)).data, 'https://evil.example')
+  const refused = await call('POST', '/api/security/passkeys', { response: phished, currentPassword: me.password }, me.token)
   t.match(assertProblem(t, refused, 400, 'PASSKEY_NOT_REGISTERED').detail, /origin/, 'a registration made on another origin')
 })
 
@@ -132,7 +135,7 @@ t.test("another user's passkey: PATCH and DELETE answer 404", async (t) => {
   const server = await start(t)
   const alice = await signedUp(server)
   const bob = await signedUp(server)
-  const key = await addPasskey(server, alice.token, new SoftAuthenticator())
+  const key = await addPasskey(server, alice, new SoftAuthenticator())
   assertProblem(t, await server.call('PATCH', `/api/security/passkeys/${key.id}`, { name: 'mine now' }, bob.token), 404, 'NOT_FOUND')
   assertProblem(t, await server.call('DELETE', `/api/security/passkeys/${key.id}`, undefined, bob.token), 404, 'NOT_FOUND')
   const kept = await server.call('GET', '/api/security', undefined, alice.token)
@@ -143,7 +146,7 @@ t.test('passwordless sign-in with a passkey', async (t) => {
   const server = await start(t)
   const me = await signedUp(server)
   const authenticator = new SoftAuthenticator()
-  const key = await addPasskey(server, me.token, authenticator)
+  const key = await addPasskey(server, me, authenticator)
 
   const options = await server.call('POST', '/api/auth/passkey/options')
   t.equal(options.status, 200, options.body)
@@ -165,16 +168,16 @@ t.test('a passkey as the second step after the password, with TOTP on', async (t
   const { call } = server
   const me = await signedUp(server)
 
-  const enrol = await call('POST', '/api/security/totp', undefined, me.token)
+  const enrol = await call('POST', '/api/security/totp', { currentPassword: me.password }, me.token)
   t.equal(enrol.status, 200, enrol.body)
   t.match(enrol.data, { secret: /^[A-Z2-7]+=*$/, uri: /^otpauth:\/\/totp\//, qrCode: /^data:image\/svg\+xml;base64,/ })
-  const wrong = await call('POST', '/api/security/totp/confirm', { code: totpCode(enrol.data.secret, 10) }, me.token)
+  const wrong = await call('POST', '/api/security/totp/confirm', { code: totpCode(enrol.data.secret, 10), currentPassword: me.password }, me.token)
   t.equal(wrong.status, 400, 'a code of another time refused')
-  const confirmed = await call('POST', '/api/security/totp/confirm', { code: totpCode(enrol.data.secret) }, me.token)
+  const confirmed = await call('POST', '/api/security/totp/confirm', { code: totpCode(enrol.data.secret), currentPassword: me.password }, me.token)
   t.equal(confirmed.status, 200, confirmed.body)
   t.equal(confirmed.data.recoveryCodes.length, 10)
   t.equal((await call('GET', '/api/security', undefined, me.token)).data.totp.enabled, true)
-  const again = await call('POST', '/api/security/totp', undefined, me.token)
+  const again = await call('POST', '/api/security/totp', { currentPassword: me.password }, me.token)
   t.equal(again.status, 409, 'no second enrolment while on')
   t.equal(wrong.data.code, 'TOTP_CODE_INVALID', 'confirm with a wrong code: 400 TOTP_CODE_INVALID')
   t.equal(again.data.code, 'TOTP_ENABLED', 'an enrolment with TOTP on: 409 TOTP_ENABLED')
@@ -183,7 +186,7 @@ t.test('a passkey as the second step after the password, with TOTP on', async (t
   t.equal(withoutPasskey.status, 202, withoutPasskey.body)
   t.same(withoutPasskey.data.methods, ['totp', 'recovery-code'], 'no passkey yet: not offered')
   const authenticator = new SoftAuthenticator()
-  await addPasskey(server, me.token, authenticator)
+  await addPasskey(server, me, authenticator)
 
   const first = await call('POST', '/api/auth/login', { username: me.username, password: me.password })
   t.equal(first.status, 202, first.body)
@@ -199,7 +202,7 @@ t.test('a passkey as the second step after the password, with TOTP on', async (t
   // Another account's passkey, offered anyway (an authenticator ignoring allowCredentials), does not complete this step.
   const other = await signedUp(server)
   const stranger = new SoftAuthenticator()
-  await addPasskey(server, other.token, stranger)
+  await addPasskey(server, other, stranger)
   const foreign = await call('POST', '/api/auth/mfa/passkey', { mfaToken: first.data.mfaToken, response: stranger.authenticate({ ...options.data, allowCredentials: [] }, ORIGIN) })
   t.match(assertProblem(t, foreign, 401, 'PASSKEY_REFUSED').detail, /not registered/)
 
@@ -229,7 +232,7 @@ t.test('refused: a counter that goes backwards (a cloned key), a wrong origin, a
   const server = await start(t)
   const me = await signedUp(server)
   const authenticator = new SoftAuthenticator()
-  const key = await addPasskey(server, me.token, authenticator)
+  const key = await addPasskey(server, me, authenticator)
   const clone = authenticator.clone(authenticator.credentials[0]!.id)
   t.equal((await passwordless(server, authenticator)).status, 200, 'the original: counter 1')
   t.equal((await passwordless(server, authenticator)).status, 200, 'the original: counter 2')
@@ -254,7 +257,7 @@ t.test('refused: a challenge used twice', async (t) => {
   const server = await start(t)
   const me = await signedUp(server)
   const authenticator = new SoftAuthenticator()
-  await addPasskey(server, me.token, authenticator)
+  await addPasskey(server, me, authenticator)
   const options = (await server.call('POST', '/api/auth/passkey/options', {})).data
   t.equal((await server.call('POST', '/api/auth/passkey/login', { response: authenticator.authenticate(options, ORIGIN) })).status, 200)
   const twice = await server.call('POST', '/api/auth/passkey/login', { response: authenticator.authenticate(options, ORIGIN) })
@@ -271,7 +274,7 @@ t.test('an expired challenge', async (t) => {
   const server = await start(t, { env: { REDIS_URL: redis.url, REDIS_KEY_PREFIX: redis.prefix } })
   const me = await signedUp(server)
   const authenticator = new SoftAuthenticator()
-  await addPasskey(server, me.token, authenticator)
+  await addPasskey(server, me, authenticator)
   const options = (await server.call('POST', '/api/auth/passkey/options', {})).data
   const key = `${redis.prefix}challenges:webauthn:${options.challenge}`
   const ttl = await redis.client.pttl(key)
@@ -292,8 +295,8 @@ t.test('replicas: options from one, verification on the other', async (t) => {
     const b = await start(t, { env, databaseUrl })
     const me = await signedUp(a)
     const authenticator = new SoftAuthenticator()
-    const creation = await a.call('POST', '/api/security/passkey-options', undefined, me.token)
-    const added = await b.call('POST', '/api/security/passkeys', { response: authenticator.register(creation.data, ORIGIN) }, me.token)
+    const creation = await a.call('POST', '/api/security/passkey-options', { currentPassword: me.password }, me.token)
+    const added = await b.call('POST', '/api/security/passkeys', { response: authenticator.register(creation.data, ORIGIN), currentPassword: me.password }, me.token)
     t.equal(added.status, 201, `registered on B with A's options: ${added.body}`)
     const request = await a.call('POST', '/api/auth/passkey/options', {})
     const login = await b.call('POST', '/api/auth/passkey/login', { response: authenticator.authenticate(request.data, ORIGIN) })
@@ -306,22 +309,22 @@ t.test('replicas: options from one, verification on the other', async (t) => {
     const b = await start(t, { databaseUrl })
     const me = await signedUp(a)
     const authenticator = new SoftAuthenticator()
-    await addPasskey(a, me.token, authenticator)
+    await addPasskey(a, me, authenticator)
     const request = await a.call('POST', '/api/auth/passkey/options', {})
     const response = authenticator.authenticate(request.data, ORIGIN)
     t.match(assertProblem(t, await b.call('POST', '/api/auth/passkey/login', { response }), 401, 'PASSKEY_REFUSED').detail, /challenge/, 'sign-in: B never issued the challenge')
     t.equal((await a.call('POST', '/api/auth/passkey/login', { response })).status, 200, 'A, which issued it, accepts the same assertion')
-    const creation = await a.call('POST', '/api/security/passkey-options', undefined, me.token)
-    const added = await b.call('POST', '/api/security/passkeys', { response: new SoftAuthenticator().register(creation.data, ORIGIN) }, me.token)
+    const creation = await a.call('POST', '/api/security/passkey-options', { currentPassword: me.password }, me.token)
+    const added = await b.call('POST', '/api/security/passkeys', { response: new SoftAuthenticator().register(creation.data, ORIGIN), currentPassword: me.password }, me.token)
     assertProblem(t, added, 400, 'PASSKEY_NOT_REGISTERED')
   })
 })
 
 /** A registration of `authenticator` made with fresh options, as `call` crafts it: the answer to POST /api/security/passkeys. */
-async function registerWith ({ call }: Server, token: string, authenticator: SoftAuthenticator, how: RegisterCall = {}) {
-  const options = await call('POST', '/api/security/passkey-options', undefined, token)
+async function registerWith ({ call }: Server, me: SignedUp, authenticator: SoftAuthenticator, how: RegisterCall = {}) {
+  const options = await call('POST', '/api/security/passkey-options', { currentPassword: me.password }, me.token)
   if (options.status !== 200) throw new Error(`options: ${options.status} ${options.body}`)
-  return await call('POST', '/api/security/passkeys', { response: authenticator.register(options.data, ORIGIN, how) }, token)
+  return await call('POST', '/api/security/passkeys', { response: authenticator.register(options.data, ORIGIN, how), currentPassword: me.password }, me.token)
 }
 
 const idOf = (bytes: number) => randomBytes(bytes).toString('base64url')
@@ -331,7 +334,7 @@ t.test('long credential ids: up to 1,023 bytes registered, renamed and deleted b
   const me = await signedUp(server)
   for (const bytes of [300, 1023]) {
     const authenticator = new SoftAuthenticator()
-    const added = await registerWith(server, me.token, authenticator, { credentialId: idOf(bytes) })
+    const added = await registerWith(server, me, authenticator, { credentialId: idOf(bytes) })
     t.equal(added.status, 201, `a ${bytes}-byte credential id: ${added.body.slice(0, 200)}`)
     t.match(added.data.id, UUID, 'named by a short id')
     const listed = (await server.call('GET', '/api/security', undefined, me.token)).data.passkeys.find((p: { id: string }) => p.id === added.data.id)
@@ -343,7 +346,7 @@ t.test('long credential ids: up to 1,023 bytes registered, renamed and deleted b
     t.equal(deleted.status, 204, 'deleted')
     t.match(assertProblem(t, await passwordless(server, authenticator), 401, 'PASSKEY_REFUSED').detail, /not registered/, 'and signs in no more')
   }
-  const tooLong = await registerWith(server, me.token, new SoftAuthenticator(), { credentialId: idOf(1024) })
+  const tooLong = await registerWith(server, me, new SoftAuthenticator(), { credentialId: idOf(1024) })
   t.match(assertProblem(t, tooLong, 400, 'PASSKEY_NOT_REGISTERED').detail, /1023 bytes/, '1,024 bytes: refused')
   t.same((await server.call('GET', '/api/security', undefined, me.token)).data.passkeys, [], 'nothing kept')
 })
@@ -351,41 +354,41 @@ t.test('long credential ids: up to 1,023 bytes registered, renamed and deleted b
 t.test('hostile registrations: the authenticator data is what is checked and kept; never a 500', async (t) => {
   const server = await start(t)
   const me = await signedUp(server)
-  const huge = await registerWith(server, me.token, new SoftAuthenticator(), { credentialId: idOf(20_000), responseId: idOf(16) })
+  const huge = await registerWith(server, me, new SoftAuthenticator(), { credentialId: idOf(20_000), responseId: idOf(16) })
   t.match(assertProblem(t, huge, 400, 'PASSKEY_NOT_REGISTERED').detail, /1023 bytes/, 'a 20,000-byte id in the authenticator data behind a short JSON id: 400, not 500')
-  const swapped = await registerWith(server, me.token, new SoftAuthenticator(), { credentialId: idOf(16), responseId: idOf(16) })
+  const swapped = await registerWith(server, me, new SoftAuthenticator(), { credentialId: idOf(16), responseId: idOf(16) })
   t.match(assertProblem(t, swapped, 400, 'PASSKEY_NOT_REGISTERED').detail, /authenticator data/, 'another id in the JSON than in the authenticator data')
-  const padded = await registerWith(server, me.token, new SoftAuthenticator(), { coseExtraBytes: 16_384 })
+  const padded = await registerWith(server, me, new SoftAuthenticator(), { coseExtraBytes: 16_384 })
   t.match(assertProblem(t, padded, 400, 'PASSKEY_NOT_REGISTERED').detail, /public key is longer than 1024 bytes/, 'a COSE key with 16 kB of extra parameters')
   t.same((await server.call('GET', '/api/security', undefined, me.token)).data.passkeys, [], 'nothing kept')
-  t.equal((await registerWith(server, me.token, new SoftAuthenticator())).status, 201, 'an honest one still registers')
+  t.equal((await registerWith(server, me, new SoftAuthenticator())).status, 201, 'an honest one still registers')
 })
 
 t.test('at most 20 passkeys a user: the options and the registration past it are 409 PASSKEY_QUOTA_EXCEEDED, even raced', async (t) => {
   const server = await start(t)
   const me = await signedUp(server)
-  for (let i = 0; i < 19; i++) await addPasskey(server, me.token, new SoftAuthenticator())
-  const [a, b] = await Promise.all([1, 2].map(async () => (await server.call('POST', '/api/security/passkey-options', undefined, me.token)).data))
-  const raced = await Promise.all([a, b].map(async (options) => await server.call('POST', '/api/security/passkeys', { response: new SoftAuthenticator().register(options, ORIGIN) }, me.token)))
+  for (let i = 0; i < 19; i++) await addPasskey(server, me, new SoftAuthenticator())
+  const [a, b] = await Promise.all([1, 2].map(async () => (await server.call('POST', '/api/security/passkey-options', { currentPassword: me.password }, me.token)).data))
+  const raced = await Promise.all([a, b].map(async (options) => await server.call('POST', '/api/security/passkeys', { response: new SoftAuthenticator().register(options, ORIGIN), currentPassword: me.password }, me.token)))
   t.same(raced.map((r) => r.status).sort(), [201, 409], 'two registrations at 19: one is the 20th, the other refused')
   t.match(assertProblem(t, raced.find((r) => r.status === 409)!, 409, 'PASSKEY_QUOTA_EXCEEDED').detail, /20 passkeys/)
   const security = await server.call('GET', '/api/security', undefined, me.token)
   t.equal(security.data.passkeys.length, 20)
-  assertProblem(t, await server.call('POST', '/api/security/passkey-options', undefined, me.token), 409, 'PASSKEY_QUOTA_EXCEEDED')
+  assertProblem(t, await server.call('POST', '/api/security/passkey-options', { currentPassword: me.password }, me.token), 409, 'PASSKEY_QUOTA_EXCEEDED')
   t.equal((await server.call('DELETE', `/api/security/passkeys/${security.data.passkeys[0].id}`, undefined, me.token)).status, 204)
-  t.equal((await registerWith(server, me.token, new SoftAuthenticator())).status, 201, 'one deleted, one may be added')
+  t.equal((await registerWith(server, me, new SoftAuthenticator())).status, 201, 'one deleted, one may be added')
 })
 
 t.test('cross-origin ceremonies (a frame of another site) are refused: registration, sign-in, second step', async (t) => {
   const server = await start(t)
   const me = await signedUp(server)
-  const framed = await registerWith(server, me.token, new SoftAuthenticator(), { crossOrigin: true })
+  const framed = await registerWith(server, me, new SoftAuthenticator(), { crossOrigin: true })
   t.match(assertProblem(t, framed, 400, 'PASSKEY_NOT_REGISTERED').detail, /crossOrigin/, 'registration')
   const authenticator = new SoftAuthenticator()
-  await addPasskey(server, me.token, authenticator)
+  await addPasskey(server, me, authenticator)
   t.match(assertProblem(t, await passwordless(server, authenticator, { crossOrigin: true }), 401, 'PASSKEY_REFUSED').detail, /crossOrigin/, 'passwordless sign-in')
-  const enrol = await server.call('POST', '/api/security/totp', undefined, me.token)
-  await server.call('POST', '/api/security/totp/confirm', { code: totpCode(enrol.data.secret) }, me.token)
+  const enrol = await server.call('POST', '/api/security/totp', { currentPassword: me.password }, me.token)
+  await server.call('POST', '/api/security/totp/confirm', { code: totpCode(enrol.data.secret), currentPassword: me.password }, me.token)
   const { mfaToken } = (await server.call('POST', '/api/auth/login', { username: me.username, password: me.password })).data
   const options = await server.call('POST', '/api/auth/mfa/passkey/options', { mfaToken })
   const step = await server.call('POST', '/api/auth/mfa/passkey', { mfaToken, response: authenticator.authenticate(options.data, ORIGIN, { crossOrigin: true }) })
@@ -399,9 +402,9 @@ t.test('a flood of sign-in options evicts no ticket and no other client\'s chall
   const { app, call } = server
   const me = await signedUp(server)
   const authenticator = new SoftAuthenticator()
-  await addPasskey(server, me.token, authenticator)
-  const enrol = await call('POST', '/api/security/totp', undefined, me.token)
-  await call('POST', '/api/security/totp/confirm', { code: totpCode(enrol.data.secret) }, me.token)
+  await addPasskey(server, me, authenticator)
+  const enrol = await call('POST', '/api/security/totp', { currentPassword: me.password }, me.token)
+  await call('POST', '/api/security/totp/confirm', { code: totpCode(enrol.data.secret), currentPassword: me.password }, me.token)
 
   const ticket = (await call('POST', '/api/auth/login', { username: me.username, password: me.password })).data.mfaToken as string
   const pending = (await call('POST', '/api/auth/passkey/options', {})).data as PublicKeyCredentialRequestOptionsJSON

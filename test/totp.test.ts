@@ -12,7 +12,7 @@ import { MemoryChallengeStore } from '../src/lib/challenges.js'
 import { newLinkToken } from '../src/lib/link-token.js'
 import { codeStep } from '../src/modules/factors/totp.js'
 import { assertProblem } from './helpers/assertions.js'
-import { build, injectAs, registerAndLogin, TEST_ENV, type Session, type TestApp } from './helpers/build.js'
+import { build, injectAs, TEST_ENV, verifiedUser, type Session, type TestApp } from './helpers/build.js'
 import { sqlClient } from './helpers/database.js'
 
 const ADMIN_KEY = TEST_ENV.ADMIN_API_KEYS!.split(',')[0]!
@@ -73,10 +73,10 @@ t.before(async () => {
 const codeAt = (secret: string, steps = 0): string => generateSync({ secret, epoch: Math.floor(now / 1000) + steps * 30 })
 
 async function enrol (session: Session): Promise<{ secret: string, recoveryCodes: string[] }> {
-  const started = await injectAs(app, session, { method: 'POST', url: '/api/security/totp' })
+  const started = await injectAs(app, session, { method: 'POST', url: '/api/security/totp', payload: { currentPassword: session.password } })
   if (started.statusCode !== 200) throw new Error(`setup: ${started.statusCode} ${started.body}`)
   const { secret } = started.json() as { secret: string }
-  const confirmed = await injectAs(app, session, { method: 'POST', url: '/api/security/totp/confirm', payload: { code: codeAt(secret) } })
+  const confirmed = await injectAs(app, session, { method: 'POST', url: '/api/security/totp/confirm', payload: { code: codeAt(secret), currentPassword: session.password } })
   if (confirmed.statusCode !== 200) throw new Error(`confirm: ${confirmed.statusCode} ${confirmed.body}`)
   return { secret, recoveryCodes: confirmed.json().recoveryCodes }
 }
@@ -94,8 +94,8 @@ async function secondStep (session: Session): Promise<string> {
 const complete = async (payload: Record<string, string>) => await app.inject({ method: 'POST', url: '/api/auth/mfa/totp', payload })
 
 t.test('enrolment: the secret as URI and QR code, on only after a first valid code', async (t) => {
-  const user = await registerAndLogin(app)
-  const started = await injectAs(app, user, { method: 'POST', url: '/api/security/totp' })
+  const user = await verifiedUser(app)
+  const started = await injectAs(app, user, { method: 'POST', url: '/api/security/totp', payload: { currentPassword: user.password } })
   t.equal(started.statusCode, 200)
   t.equal(started.headers['cache-control'], 'no-store', 'the secret is never cached')
   const { secret, uri, qrCode } = started.json()
@@ -108,15 +108,15 @@ t.test('enrolment: the secret as URI and QR code, on only after a first valid co
   t.match(Buffer.from(qrCode.replace('data:image/svg+xml;base64,', ''), 'base64').toString(), /^<svg /, 'the QR code is an SVG image')
 
   t.equal((await login(user)).statusCode, 200, 'pending: login still signs in at once')
-  assertProblem(t, await injectAs(app, user, { method: 'POST', url: '/api/security/totp/confirm', payload: { code: codeAt(secret, 2) } }), 400, 'TOTP_CODE_INVALID')
-  const confirmed = await injectAs(app, user, { method: 'POST', url: '/api/security/totp/confirm', payload: { code: codeAt(secret) } })
+  assertProblem(t, await injectAs(app, user, { method: 'POST', url: '/api/security/totp/confirm', payload: { code: codeAt(secret, 2), currentPassword: user.password } }), 400, 'TOTP_CODE_INVALID')
+  const confirmed = await injectAs(app, user, { method: 'POST', url: '/api/security/totp/confirm', payload: { code: codeAt(secret), currentPassword: user.password } })
   t.equal(confirmed.statusCode, 200)
   const codes = confirmed.json().recoveryCodes as string[]
   t.equal(codes.length, 10)
   t.equal(new Set(codes).size, 10)
   for (const code of codes) t.match(code, /^[a-z2-7]{4}-[a-z2-7]{4}-[a-z2-7]{4}-[a-z2-7]{4}$/)
-  assertProblem(t, await injectAs(app, user, { method: 'POST', url: '/api/security/totp' }), 409, 'TOTP_ENABLED')
-  assertProblem(t, await injectAs(app, user, { method: 'POST', url: '/api/security/totp/confirm', payload: { code: codeAt(secret) } }), 409, 'TOTP_NOT_PENDING')
+  assertProblem(t, await injectAs(app, user, { method: 'POST', url: '/api/security/totp', payload: { currentPassword: user.password } }), 409, 'TOTP_ENABLED')
+  assertProblem(t, await injectAs(app, user, { method: 'POST', url: '/api/security/totp/confirm', payload: { code: codeAt(secret), currentPassword: user.password } }), 409, 'TOTP_NOT_PENDING')
 
   const overview = await injectAs(app, user, { method: 'GET', url: '/api/security' })
   t.equal(overview.json().totp.enabled, true)
@@ -125,7 +125,7 @@ t.test('enrolment: the secret as URI and QR code, on only after a first valid co
 })
 
 t.test('login with TOTP on: a second step, completed once by a fresh code', async (t) => {
-  const user = await registerAndLogin(app)
+  const user = await verifiedUser(app)
   const { secret } = await enrol(user)
   const first = await login(user)
   t.equal(first.statusCode, 202, 'the right password alone is not a session')
@@ -157,7 +157,7 @@ t.test('login with TOTP on: a second step, completed once by a fresh code', asyn
 })
 
 t.test('two logins race with one code: one wins', async (t) => {
-  const user = await registerAndLogin(app)
+  const user = await verifiedUser(app)
   const { secret } = await enrol(user)
   now += 30_000
   const tickets = await Promise.all(Array.from({ length: 6 }, async () => await secondStep(user)))
@@ -167,7 +167,7 @@ t.test('two logins race with one code: one wins', async (t) => {
 })
 
 t.test('recovery codes: each works once; regenerated, the old ones stop', async (t) => {
-  const user = await registerAndLogin(app)
+  const user = await verifiedUser(app)
   const { recoveryCodes } = await enrol(user)
   const ticket = await secondStep(user)
   // Typed loosely: upper case, spaces for hyphens.
@@ -180,7 +180,7 @@ t.test('recovery codes: each works once; regenerated, the old ones stop', async 
   t.equal(overview.recoveryCodesLeft, 9)
   assertProblem(t, await complete({ mfaToken: await secondStep(user), recoveryCode: recoveryCodes[0]! }), 401, 'MFA_CODE_INVALID')
 
-  const regenerated = await injectAs(app, session, { method: 'POST', url: '/api/security/recovery-codes' })
+  const regenerated = await injectAs(app, session, { method: 'POST', url: '/api/security/recovery-codes', payload: { currentPassword: session.password } })
   t.equal(regenerated.statusCode, 200)
   t.equal(regenerated.json().recoveryCodes.length, 10)
   assertProblem(t, await complete({ mfaToken: await secondStep(user), recoveryCode: recoveryCodes[1]! }), 401, 'MFA_CODE_INVALID')
@@ -188,7 +188,7 @@ t.test('recovery codes: each works once; regenerated, the old ones stop', async 
 })
 
 t.test('wrong codes use the account\'s budget of guesses: 429 past it, even for a right code', async (t) => {
-  const user = await registerAndLogin(app)
+  const user = await verifiedUser(app)
   const { secret } = await enrol(user)
   now += 30_000
   const ticket = await secondStep(user)
@@ -200,7 +200,7 @@ t.test('wrong codes use the account\'s budget of guesses: 429 past it, even for 
 })
 
 t.test('disable with a code or the password; then login signs in at once', async (t) => {
-  const user = await registerAndLogin(app)
+  const user = await verifiedUser(app)
   const { secret } = await enrol(user)
   now += 30_000
   assertProblem(t, await injectAs(app, user, { method: 'POST', url: '/api/security/totp/disable', payload: { code: codeAt(secret, 5) } }), 400, 'TOTP_CODE_INVALID')
@@ -208,18 +208,18 @@ t.test('disable with a code or the password; then login signs in at once', async
   assertProblem(t, await injectAs(app, user, { method: 'POST', url: '/api/security/totp/disable', payload: {} }), 400, 'BAD_REQUEST')
   t.equal((await injectAs(app, user, { method: 'POST', url: '/api/security/totp/disable', payload: { code: codeAt(secret) } })).statusCode, 204)
   t.equal((await login(user)).statusCode, 200)
-  assertProblem(t, await injectAs(app, user, { method: 'POST', url: '/api/security/recovery-codes' }), 409, 'TOTP_NOT_ENABLED')
+  assertProblem(t, await injectAs(app, user, { method: 'POST', url: '/api/security/recovery-codes', payload: { currentPassword: user.password } }), 409, 'TOTP_NOT_ENABLED')
   const overview = (await injectAs(app, user, { method: 'GET', url: '/api/security' })).json()
   t.equal(overview.recoveryCodesLeft, 0, 'the recovery codes went with it')
 
-  const other = await registerAndLogin(app)
+  const other = await verifiedUser(app)
   await enrol(other)
   t.equal((await injectAs(app, other, { method: 'POST', url: '/api/security/totp/disable', payload: { password: other.password } })).statusCode, 204)
   t.equal((await login(other)).statusCode, 200)
 })
 
 t.test('the admin reset removes every factor, and is logged', async (t) => {
-  const user = await registerAndLogin(app)
+  const user = await verifiedUser(app)
   await enrol(user)
   t.equal((await login(user)).statusCode, 202)
   assertProblem(t, await app.inject({ method: 'DELETE', url: `/api/admin/users/${user.id}/factors` }), 401, 'API_KEY_MISSING')
@@ -233,7 +233,7 @@ t.test('the admin reset removes every factor, and is logged', async (t) => {
 })
 
 t.test('a password reset does not bypass the second factor', async (t) => {
-  const user = await registerAndLogin(app)
+  const user = await verifiedUser(app)
   const { recoveryCodes } = await enrol(user)
   const pending = await secondStep(user)
   const { token, digest } = newLinkToken()
@@ -250,10 +250,10 @@ t.test('a password reset does not bypass the second factor', async (t) => {
 t.test('RECENT_SIGN_IN_MAX_AGE: sensitive changes need a recent sign-in with the second factor', async (t) => {
   const strict = await build(t, { env: { RECENT_SIGN_IN_MAX_AGE: '10m' } })
   const db = await sqlClient(t, strict.databaseUrl)
-  const user = await registerAndLogin(strict)
-  t.equal((await injectAs(strict, user, { method: 'POST', url: '/api/security/totp' })).statusCode, 200, 'a fresh password session may enrol (the account has no second factor)')
+  const user = await verifiedUser(strict)
+  t.equal((await injectAs(strict, user, { method: 'POST', url: '/api/security/totp', payload: { currentPassword: user.password } })).statusCode, 200, 'a fresh password session may enrol (the account has no second factor)')
   await db.query("UPDATE sessions SET created_at = now() - interval '11 minutes' WHERE id = $1", [user.sid])
-  const old = await injectAs(strict, user, { method: 'POST', url: '/api/security/totp' })
+  const old = await injectAs(strict, user, { method: 'POST', url: '/api/security/totp', payload: { currentPassword: user.password } })
   assertProblem(t, old, 403, 'RECENT_SIGN_IN_REQUIRED')
   t.match(old.json().detail, /last 10 min/)
   assertProblem(t, await injectAs(strict, user, { method: 'PATCH', url: `/api/user/${user.id}`, payload: { password: 'another password!', currentPassword: user.password } }), 403, 'RECENT_SIGN_IN_REQUIRED')
@@ -262,12 +262,12 @@ t.test('RECENT_SIGN_IN_MAX_AGE: sensitive changes need a recent sign-in with the
   t.equal((await injectAs(strict, user, { method: 'GET', url: '/api/security' })).statusCode, 200, 'reading is not a change')
 
   // TOTP on, then a session made with the password alone (before it was on) is not strong.
-  const fresh = await registerAndLogin(strict)
-  const started = await injectAs(strict, fresh, { method: 'POST', url: '/api/security/totp' })
+  const fresh = await verifiedUser(strict)
+  const started = await injectAs(strict, fresh, { method: 'POST', url: '/api/security/totp', payload: { currentPassword: fresh.password } })
   const secret = started.json().secret as string
   const code = generateSync({ secret, epoch: Math.floor(Date.now() / 1000) })
-  t.equal((await injectAs(strict, fresh, { method: 'POST', url: '/api/security/totp/confirm', payload: { code } })).statusCode, 200)
-  const weak = await injectAs(strict, fresh, { method: 'POST', url: '/api/security/recovery-codes' })
+  t.equal((await injectAs(strict, fresh, { method: 'POST', url: '/api/security/totp/confirm', payload: { code, currentPassword: fresh.password } })).statusCode, 200)
+  const weak = await injectAs(strict, fresh, { method: 'POST', url: '/api/security/recovery-codes', payload: { currentPassword: fresh.password } })
   assertProblem(t, weak, 403, 'RECENT_SIGN_IN_REQUIRED')
   t.match(weak.json().detail, /second factor/)
   const ticket = (await strict.inject({ method: 'POST', url: '/api/auth/login', payload: { username: fresh.username, password: fresh.password } })).json().mfaToken
@@ -277,5 +277,5 @@ t.test('RECENT_SIGN_IN_MAX_AGE: sensitive changes need a recent sign-in with the
   t.equal(codes.rows[0].n, 10)
   const strong = await strict.inject({ method: 'POST', url: '/api/auth/mfa/totp', payload: { mfaToken: ticket, code: generateSync({ secret, epoch: Math.floor(Date.now() / 1000) + 30 }) } })
   t.equal(strong.statusCode, 200, strong.body)
-  t.equal((await strict.inject({ method: 'POST', url: '/api/security/recovery-codes', headers: { authorization: `Bearer ${strong.json().token}` } })).statusCode, 200, 'a session with the second factor may')
+  t.equal((await strict.inject({ method: 'POST', url: '/api/security/recovery-codes', headers: { authorization: `Bearer ${strong.json().token}` }, payload: { currentPassword: fresh.password } })).statusCode, 200, 'a session with the second factor may')
 })

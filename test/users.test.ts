@@ -120,7 +120,7 @@ t.test('PATCH /api/user/:id', async (t) => {
   t.test('changes the username at once and the e-mail once confirmed (test/email-verification.test.ts)', async (t) => {
     const me = await registerAndLogin(app)
     const next = newUser()
-    const res = await injectAs(app, me, { method: 'PATCH', url: `/api/user/${me.id}`, payload: { username: next.username, email: next.email } })
+    const res = await injectAs(app, me, { method: 'PATCH', url: `/api/user/${me.id}`, payload: { username: next.username, email: next.email, currentPassword: me.password } })
     t.equal(res.statusCode, 200)
     t.match(res.json().user, { id: me.id, username: next.username, email: me.email, pendingEmail: next.email })
     t.notOk(res.json().token, 'no new token without a password change')
@@ -150,7 +150,7 @@ t.test('PATCH /api/user/:id', async (t) => {
   t.test('taking a name another user has: 409, and nothing changes', async (t) => {
     const me = await registerAndLogin(app)
     const other = await registerAndLogin(app)
-    const res = await injectAs(app, me, { method: 'PATCH', url: `/api/user/${me.id}`, payload: { username: other.username.toUpperCase(), email: newUser().email } })
+    const res = await injectAs(app, me, { method: 'PATCH', url: `/api/user/${me.id}`, payload: { username: other.username.toUpperCase(), email: newUser().email, currentPassword: me.password } })
     assertProblem(t, res, 409, 'CONFLICT')
     t.equal((await injectAs(app, me, { method: 'GET', url: `/api/user/${me.id}` })).json().email, me.email, 'e-mail unchanged too')
   })

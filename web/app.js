@@ -296,7 +296,16 @@ $('#keep-email').addEventListener('click', async () => {
 async function verifyEmail (token) {
   try {
     await api('POST', '/api/auth/verify-email', { token })
-    if (me !== null) me = await api('GET', `/api/user/${me.id}`)
+    if (me !== null) {
+      try {
+        me = await api('GET', `/api/user/${me.id}`)
+      } catch (failure) {
+        if (!sessionEnded(failure)) throw failure
+        // An address's first verification ends the sessions made before it (docs/api.md).
+        loggedOut('Your e-mail address is verified. Log in again: verifying it ended the earlier sessions.')
+        return
+      }
+    }
     show()
     say('Your e-mail address is verified.')
   } catch (failure) {
@@ -309,8 +318,13 @@ handle(forms.details, async (data) => {
   const email = data.get('email').trim()
   const body = { names: names === '' ? null : names }
   // Only a new address is sent: the current one again would cancel a pending change.
-  if (email.toLowerCase() !== me.email.toLowerCase()) body.email = email
+  if (email.toLowerCase() !== me.email.toLowerCase()) {
+    const currentPassword = data.get('currentPassword')
+    if (currentPassword === '') throw new Error('Enter your current password to change your e-mail address.')
+    Object.assign(body, { email, currentPassword })
+  }
   const { user } = await api('PATCH', `/api/user/${me.id}`, body)
+  forms.details.currentPassword.value = ''
   me = user
   show()
   say(body.email !== undefined && user.pendingEmail !== null
@@ -392,8 +406,14 @@ $('#recovery-done').addEventListener('click', () => {
   $('#security-title').focus()
 })
 
-handle(forms.totpStart, async () => {
-  const { secret, uri, qrCode } = await api('POST', '/api/security/totp')
+// The password the enrolment began with, for its confirmation (both need it); dropped when it ends.
+let enrolPassword = null
+
+handle(forms.totpStart, async (data) => {
+  const currentPassword = data.get('currentPassword')
+  const { secret, uri, qrCode } = await api('POST', '/api/security/totp', { currentPassword })
+  enrolPassword = currentPassword
+  forms.totpStart.reset()
   $('#totp-qr').src = qrCode
   $('#totp-secret').textContent = secret
   $('#totp-uri').href = uri
@@ -403,7 +423,8 @@ handle(forms.totpStart, async () => {
 })
 
 handle(forms.totpConfirm, async (data) => {
-  const { recoveryCodes } = await api('POST', '/api/security/totp/confirm', { code: data.get('code').trim() })
+  const { recoveryCodes } = await api('POST', '/api/security/totp/confirm', { code: data.get('code').trim(), currentPassword: enrolPassword })
+  enrolPassword = null
   hideSecrets()
   await loadSecurity()
   say('Two-step login is on. Save your recovery codes now.')
@@ -411,6 +432,7 @@ handle(forms.totpConfirm, async (data) => {
 })
 
 $('#totp-cancel').addEventListener('click', () => {
+  enrolPassword = null
   hideSecrets()
   showSecurity()
 })
@@ -426,15 +448,17 @@ handle(forms.totpDisable, async (data) => {
   say('Two-step login is off, and your recovery codes no longer work.')
 })
 
-handle(forms.recoveryNew, async () => {
-  const { recoveryCodes } = await api('POST', '/api/security/recovery-codes')
+handle(forms.recoveryNew, async (data) => {
+  const { recoveryCodes } = await api('POST', '/api/security/recovery-codes', { currentPassword: data.get('currentPassword') })
+  forms.recoveryNew.reset()
   await loadSecurity()
   say('New recovery codes: the old ones no longer work. Save these now.')
   showRecoveryCodes(recoveryCodes)
 })
 
 handle(forms.passkeyAdd, async (data) => {
-  const optionsJSON = await api('POST', '/api/security/passkey-options')
+  const currentPassword = data.get('currentPassword')
+  const optionsJSON = await api('POST', '/api/security/passkey-options', { currentPassword })
   let response
   try {
     response = await startRegistration({ optionsJSON })
@@ -443,7 +467,7 @@ handle(forms.passkeyAdd, async (data) => {
     throw new Error(passkeyFailure(error))
   }
   const name = data.get('name').trim()
-  const passkey = await api('POST', '/api/security/passkeys', name === '' ? { response } : { response, name })
+  const passkey = await api('POST', '/api/security/passkeys', name === '' ? { response, currentPassword } : { response, name, currentPassword })
   forms.passkeyAdd.reset()
   await loadSecurity()
   say(`Passkey "${passkey.name}" added.`)

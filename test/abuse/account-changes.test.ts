@@ -59,7 +59,7 @@ t.test('username guesses through PATCH are limited per user', async (t) => {
   t.comment(statusCounts(statuses))
   t.same(statuses.slice(0, 10), Array(10).fill(200), 'ten changes are served')
   t.same(statuses.slice(10), Array(90).fill(429), 'then 429 for the rest of the window: the 51st guess (a taken name) is not answered 409')
-  const limited = await injectAs(app, me, { method: 'PATCH', url: `/api/user/${me.id}`, payload: { email: newUser().email } })
+  const limited = await injectAs(app, me, { method: 'PATCH', url: `/api/user/${me.id}`, payload: { email: newUser().email, currentPassword: me.password } })
   const body = assertProblem(t, limited, 429, 'RATE_LIMITED')
   t.match(body.detail, /changes to this account/)
   t.ok(Number(limited.headers['retry-after']) > 0, 'Retry-After')

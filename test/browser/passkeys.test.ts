@@ -20,7 +20,7 @@ import t from 'tap'
 import type { CDPSession, Page, Response } from 'playwright-core'
 import { WEBAUTHN_BUNDLE } from '../../src/plugins/web-app.js'
 import { chromiumAvailable, flow, freePort, site } from '../helpers/chromium.js'
-import { newUser } from '../helpers/build.js'
+import { markVerified, newUser } from '../helpers/build.js'
 
 /** A credential as the DevTools protocol lists and adds it (WebAuthn.Credential). */
 interface Credential {
@@ -72,7 +72,10 @@ if (chromiumAvailable(t)) {
   t.test('passkeys and two-step login in the web app', async (t) => {
     const { app, base, context, browser: chromium } = await site(t, {}, undefined, 'localhost')
     const user = newUser()
-    t.equal((await app.inject({ method: 'POST', url: '/api/user', payload: user })).statusCode, 201)
+    const created = await app.inject({ method: 'POST', url: '/api/user', payload: user })
+    t.equal(created.statusCode, 201)
+    // A factor needs a verified address.
+    await markVerified(app, created.json().id)
     const browser = await context()
     /** The passkeys on the user's device, as the last flow left them. */
     let device: Credential[] = []
@@ -117,6 +120,7 @@ if (chromiumAvailable(t)) {
 
       const add = page.locator('#passkey-add')
       await add.getByLabel('Name of the new passkey (optional)').fill('Laptop')
+      await add.getByLabel('Password').fill(user.password)
       const created = await answerTo(page, '/api/security/passkeys', () => add.getByRole('button', { name: 'Add a passkey' }).click())
       t.equal(created.status(), 201)
       await t.resolves(status(page, 'Passkey "Laptop" added.').waitFor())
@@ -161,6 +165,7 @@ if (chromiumAvailable(t)) {
       await page.goto('/')
       await page.getByRole('heading', { name: 'Security' }).waitFor()
       await t.resolves(page.getByText('Off: your password alone logs you in.').waitFor())
+      await page.locator('#totp-start').getByLabel('Password').fill(user.password)
       await page.getByRole('button', { name: 'Set up an authenticator app' }).click()
       const confirm = page.locator('#totp-confirm')
       await confirm.waitFor()
@@ -342,6 +347,7 @@ if (chromiumAvailable(t)) {
       await t.resolves(status(page, `Logged in as ${user.username}`).waitFor(), 'the code the expired step did not use still works')
       await t.resolves(page.getByText('Recovery codes left: 8 of 10.').waitFor())
 
+      await page.locator('#recovery-new').getByLabel('Password').fill(user.password)
       const made = await answerTo(page, '/api/security/recovery-codes', () => page.getByRole('button', { name: 'Make new recovery codes' }).click())
       t.equal(made.status(), 200)
       await t.resolves(status(page, 'New recovery codes').waitFor())
@@ -381,7 +387,9 @@ if (chromiumAvailable(t)) {
     await t.test('an expired access cookie is refreshed for the security settings too', async (t) => {
       const { app, context } = await site(t, { env: { ACCESS_TOKEN_TTL: '2s' } }, chromium)
       const other = newUser()
-      t.equal((await app.inject({ method: 'POST', url: '/api/user', payload: other })).statusCode, 201)
+      const created = await app.inject({ method: 'POST', url: '/api/user', payload: other })
+      t.equal(created.statusCode, 201)
+      await markVerified(app, created.json().id)
       await flow(t, await context(), 'set up an authenticator app after the access cookie expired', async (t, page) => {
         await page.goto('/')
         const form = page.locator('#login')
@@ -393,6 +401,7 @@ if (chromiumAvailable(t)) {
         t.same(await page.context().cookies(`${page.url()}api/security`), [], 'the access cookie has expired')
         const refreshes: number[] = []
         page.on('response', (r) => { if (r.url().endsWith('/api/auth/refresh-token')) refreshes.push(r.status()) })
+        await page.locator('#totp-start').getByLabel('Password').fill(other.password)
         await page.getByRole('button', { name: 'Set up an authenticator app' }).click()
         await t.resolves(page.locator('#totp-secret').filter({ hasText: /^[A-Z2-7]{16,}$/ }).waitFor(), 'the key is shown')
         t.same(refreshes, [200], 'one refresh, then the request again')

@@ -54,9 +54,13 @@ if (chromiumAvailable(t)) {
       const link = linkIn(verification!)
       t.match(link, /^\/verify-email#token=/)
       await page.goto(link)
-      await t.resolves(page.getByRole('status').filter({ hasText: 'Your e-mail address is verified.' }).waitFor())
+      await t.resolves(page.getByRole('status').filter({ hasText: 'Your e-mail address is verified. Log in again' }).waitFor(), 'a first verification ends the sessions made before it')
       t.equal(new URL(page.url()).pathname + new URL(page.url()).hash, '/', 'the token is gone from the address bar')
-      await t.resolves(page.locator('#email-state').filter({ hasText: 'Verified.' }).waitFor(), 'the profile (still logged in) shows it')
+      const login = page.locator('#login')
+      await login.getByLabel('Username or e-mail').fill(user.username)
+      await login.getByLabel('Password').fill(user.password)
+      await login.getByRole('button', { name: 'Log in' }).click()
+      await t.resolves(page.locator('#email-state').filter({ hasText: 'Verified.' }).waitFor(), 'the profile shows it')
       t.notOk(await page.getByRole('button', { name: 'E-mail the verification link again' }).isVisible())
     })
 
@@ -65,6 +69,7 @@ if (chromiumAvailable(t)) {
       await page.locator('#profile').waitFor()
       const moved = newUser().email
       await page.locator('#details-email').fill(moved)
+      await page.getByLabel('Current password (for a new e-mail address)').fill(user.password)
       await page.getByRole('button', { name: 'Save' }).click()
       await t.resolves(page.getByRole('status').filter({ hasText: `A confirmation link was sent to ${moved}` }).waitFor())
       t.match(await page.locator('#email-state').textContent(), `Changing to ${moved}`)

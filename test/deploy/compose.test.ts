@@ -342,7 +342,7 @@ t.test('docker compose up --build serves the API from .env.example', { skip: wan
     const chair = await http(base, 'POST', '/api/product', { title: 'Chair', amount: 4900 }, token)
     t.equal(chair.status, 201)
     const email = `new_${project}@example.com`
-    const changed = await http(base, 'PATCH', `/api/user/${userId}`, { email }, token)
+    const changed = await http(base, 'PATCH', `/api/user/${userId}`, { email, currentPassword: alice.password }, token)
     t.equal(changed.status, 200, changed.text)
     t.equal(changed.json.user.pendingEmail, email, 'a new address waits for its link')
     t.equal((await http(base, 'DELETE', `/api/product/${chair.json.id}`, undefined, token)).status, 204)
@@ -406,11 +406,13 @@ t.test('docker compose up --build serves the API from .env.example', { skip: wan
     const origin = `http://localhost:${port}` // PUBLIC_URL: the origin a browser reports, whichever replica answers
     const dave = { username: `dave_${project}`, email: `dave_${project}@example.com`, password: 'two factors please' }
     t.equal((await http(replica(), 'POST', '/api/auth/register', dave)).status, 201, 'registered')
+    // Its address verified, as its link would (a factor needs it), in the deployment's database.
+    await dc(['exec', '-T', 'db', 'sh', '-c', `psql -U "$POSTGRES_USER" -d "$POSTGRES_DB" -c "UPDATE users SET email_verified_at = now() WHERE username = '${dave.username}'"`])
     const token = (await http(replica(), 'POST', '/api/auth/login', { username: dave.username, password: dave.password })).json.token as string
 
-    const enrol = await http(replica(), 'POST', '/api/security/totp', {}, token)
+    const enrol = await http(replica(), 'POST', '/api/security/totp', { currentPassword: dave.password }, token)
     t.equal(enrol.status, 200, `enrolment started: ${enrol.text.slice(0, 200)}`)
-    const confirmed = await http(replica(), 'POST', '/api/security/totp/confirm', { code: generateSync({ secret: enrol.json.secret }) }, token)
+    const confirmed = await http(replica(), 'POST', '/api/security/totp/confirm', { code: generateSync({ secret: enrol.json.secret }), currentPassword: dave.password }, token)
     t.equal(confirmed.status, 200, `TOTP confirmed on another replica: ${confirmed.text.slice(0, 200)}`)
     const first = await http(replica(), 'POST', '/api/auth/login', { username: dave.username, password: dave.password })
     t.equal(first.status, 202, `the password alone asks for the second step: ${first.text}`)
@@ -421,9 +423,9 @@ t.test('docker compose up --build serves the API from .env.example', { skip: wan
     t.same((await http(replica(), 'GET', '/api/security', undefined, second.json.token)).json.session?.methods, ['password', 'totp'], 'a password + TOTP session')
 
     const authenticator = new SoftAuthenticator()
-    const creation = await http(replica(), 'POST', '/api/security/passkey-options', {}, token)
+    const creation = await http(replica(), 'POST', '/api/security/passkey-options', { currentPassword: dave.password }, token)
     t.equal(creation.status, 200, `registration options: ${creation.text.slice(0, 200)}`)
-    const added = await http(replica(), 'POST', '/api/security/passkeys', { response: authenticator.register(creation.json, origin), name: 'compose' }, token)
+    const added = await http(replica(), 'POST', '/api/security/passkeys', { response: authenticator.register(creation.json, origin), name: 'compose', currentPassword: dave.password }, token)
     t.equal(added.status, 201, `registered on another replica than the options': ${added.text}`)
     const request = await http(replica(), 'POST', '/api/auth/passkey/options', {})
     t.equal(request.status, 200, `sign-in options: ${request.text.slice(0, 200)}`)

@@ -28,6 +28,9 @@ export interface PasskeyRow {
 const PASSKEY_COLUMNS = `id, public_id::text AS "publicId", user_id AS "userId", public_key AS "publicKey", counter::float8 AS counter, coalesce(transports, '{}') AS transports,
   name, backed_up AS "backedUp", created_at AS "createdAt", last_used_at AS "lastUsedAt"`
 
+/** Work its caller does in a change's transaction (the outbox row of the notice of it). */
+export type Also = (tx: Transaction) => Promise<void>
+
 export function factorsRepository (prisma: PrismaClient) {
   const db = sql(prisma)
 
@@ -65,11 +68,14 @@ export function factorsRepository (prisma: PrismaClient) {
       return row?.secret ?? null
     },
 
-    /** Turns the pending `secret` on at `step` with new recovery codes; false when it is no longer the pending one. */
-    async enableTotp (userId: number, secret: Buffer, step: number, digests: Buffer[]): Promise<boolean> {
+    /** Turns the pending `secret` on at `step` with new recovery codes, `also` in the same transaction; false when it is no longer the pending one. */
+    async enableTotp (userId: number, secret: Buffer, step: number, digests: Buffer[], also: Also): Promise<boolean> {
       return await db.transaction('totp-enable', async (tx) => {
         const rows = await db.rows('totp-enable', 'UPDATE totp_factors SET enabled_at = now(), last_step = $3 WHERE user_id = $1 AND secret = $2 AND enabled_at IS NULL RETURNING 1', [userId, secret, step], tx)
-        if (rows.length > 0) await setRecoveryCodes(userId, digests, tx)
+        if (rows.length > 0) {
+          await setRecoveryCodes(userId, digests, tx)
+          await also(tx)
+        }
         return rows.length > 0
       })
     },
@@ -80,19 +86,23 @@ export function factorsRepository (prisma: PrismaClient) {
       return rows.length > 0
     },
 
-    /** Turns TOTP off and drops the recovery codes. */
-    async disableTotp (userId: number): Promise<void> {
+    /** Turns TOTP off and drops the recovery codes; `also`, in the same transaction, when it was on. */
+    async disableTotp (userId: number, also: Also): Promise<void> {
       await db.transaction('totp-disable', async (tx) => {
-        await db.rows('totp-delete', 'DELETE FROM totp_factors WHERE user_id = $1', [userId], tx)
+        const on = await db.rows('totp-delete', 'DELETE FROM totp_factors WHERE user_id = $1 RETURNING enabled_at IS NOT NULL AS on', [userId], tx)
         await db.rows('recovery-codes-clear', 'DELETE FROM recovery_codes WHERE user_id = $1', [userId], tx)
+        if ((on[0] as { on?: boolean } | undefined)?.on === true) await also(tx)
       })
     },
 
-    /** Replaces the recovery codes; false (nothing changed) when TOTP is off. */
-    async replaceRecoveryCodes (userId: number, digests: Buffer[]): Promise<boolean> {
+    /** Replaces the recovery codes, `also` in the same transaction; false (nothing changed) when TOTP is off. */
+    async replaceRecoveryCodes (userId: number, digests: Buffer[], also: Also): Promise<boolean> {
       return await db.transaction('recovery-codes-replace', async (tx) => {
         const on = await db.rows('totp-lock', 'SELECT 1 FROM totp_factors WHERE user_id = $1 AND enabled_at IS NOT NULL FOR UPDATE', [userId], tx)
-        if (on.length > 0) await setRecoveryCodes(userId, digests, tx)
+        if (on.length > 0) {
+          await setRecoveryCodes(userId, digests, tx)
+          await also(tx)
+        }
         return on.length > 0
       })
     },
@@ -113,17 +123,18 @@ export function factorsRepository (prisma: PrismaClient) {
     },
 
     /**
-     * A new passkey, counted under the user's row lock: `{ quota }` when the user holds `max`
-     * already, null when the user is gone. A credential id registered already (by anyone) is
-     * a unique violation: 409.
+     * A new passkey, counted under the user's row lock, `also` in the same transaction:
+     * `{ quota }` when the user holds `max` already, null when the user is gone. A credential
+     * id registered already (by anyone) is a unique violation: 409.
      */
-    async addPasskey (passkey: Omit<PasskeyRow, 'publicId' | 'name' | 'createdAt' | 'lastUsedAt'> & { name: string | undefined }, max: number): Promise<PasskeyRow | { quota: number } | null> {
+    async addPasskey (passkey: Omit<PasskeyRow, 'publicId' | 'name' | 'createdAt' | 'lastUsedAt'> & { name: string | undefined }, max: number, also: (tx: Transaction, row: PasskeyRow) => Promise<void>): Promise<PasskeyRow | { quota: number } | null> {
       return await db.forUser('passkey-insert', passkey.userId, async (tx) => {
         const [{ held }] = await db.rows<{ held: number }>('passkeys-count', 'SELECT count(*)::int AS held FROM passkeys WHERE user_id = $1', [passkey.userId], tx) as [{ held: number }]
         if (held >= max) return { quota: held }
         const [row] = await db.rows<PasskeyRow>('passkey-insert', `INSERT INTO passkeys (id, user_id, public_key, counter, transports, name, backed_up)
           VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING ${PASSKEY_COLUMNS}`,
         [passkey.id, passkey.userId, passkey.publicKey, passkey.counter, passkey.transports, passkey.name ?? `Passkey ${held + 1}`, passkey.backedUp], tx)
+        await also(tx, row!)
         return row!
       })
     },

@@ -3,17 +3,18 @@
  * (`signInRoutes`: the second step of a login, passwordless passkey sign-in) and the
  * security settings of the signed-in user under /api/security (`securityRoutes`). The
  * public ones spend the client's budget of auth requests, as login does; the settings'
- * writes may need a recent sign-in (RECENT_SIGN_IN_MAX_AGE).
+ * writes may need a recent sign-in (RECENT_SIGN_IN_MAX_AGE), and those that add or replace
+ * a factor need the current password (`stepUp`) and a verified address.
  */
 import type { FastifyPluginAsyncTypebox, TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { OriginCheck } from '../../lib/csrf.js'
 import { empty, HEADERS, json, problems, sessionAuth } from '../../lib/responses.js'
 import { deliverSession, SessionResult } from '../sessions/index.js'
-import type { AuthBudget } from '../users/index.js'
+import { EmailNotVerified, stepUp, type AuthBudget } from '../users/index.js'
 import {
   CodeStepBody, ConfirmTotpBody, CreationOptions, DisableTotpBody, MfaTokenBody, Passkey, PasskeyParams, PasskeySignInBody, PasskeyStepBody,
-  RecoveryCodes, RegisterPasskeyBody, RenamePasskeyBody, RequestOptions, Security, TotpEnrolment
+  ProofBody, RecoveryCodes, RegisterPasskeyBody, RenamePasskeyBody, RequestOptions, Security, TotpEnrolment
 } from './schemas.js'
 import { CHALLENGES_PER_CLIENT, CREDENTIAL_ID_MAX_BYTES, PASSKEYS_MAX_PER_USER, PUBLIC_KEY_MAX_BYTES, type SignIn } from './service.js'
 
@@ -121,11 +122,27 @@ export const signInRoutes: FastifyPluginAsyncTypebox<SignInRoutesOptions> = asyn
   })
 }
 
-export const securityRoutes: FastifyPluginAsyncTypebox = async (parent) => {
+export interface SecurityRoutesOptions {
+  /** The per-client budget of bcrypt-costing requests: the current password's check spends it. */
+  authBudget: AuthBudget
+}
+
+/** What a change that adds or replaces a factor may answer besides its own statuses: 400 (no `currentPassword`), 403, 413, 415, 429. */
+const PROVED = [400, 401, 403, 413, 415, 429] as const
+
+export const securityRoutes: FastifyPluginAsyncTypebox<SecurityRoutesOptions> = async (parent, options) => {
   const app = parent.withTypeProvider<TypeBoxTypeProvider>()
   const { factors } = app
   const recent = async (request: FastifyRequest): Promise<void> => { await factors.requireRecentSignIn(request.sessionId!) }
+  const requireProof = stepUp({ authBudget: options.authBudget, checkCurrentPassword: app.users.checkCurrentPassword })
+  // A factor is added only to an account whose address is proven its owner's: else whoever
+  // registered someone else's address could keep a way in after the owner takes it back.
+  const verified = async (request: FastifyRequest): Promise<void> => { if (request.currentUser!.emailVerifiedAt === null) throw new EmailNotVerified() }
   const write = { onRequest: app.authenticate, preHandler: recent }
+  /** Adds a factor: a recent sign-in when required, a verified address, the current password. */
+  const adds = { onRequest: app.authenticate, preHandler: [recent, verified, requireProof] }
+  /** Replaces the recovery codes: a recent sign-in when required, the current password. */
+  const proved = { onRequest: app.authenticate, preHandler: [recent, requireProof] }
   app.addHook('onRequest', async (_request, reply) => { reply.header('cache-control', 'no-store') })
 
   app.get('', {
@@ -140,30 +157,32 @@ export const securityRoutes: FastifyPluginAsyncTypebox = async (parent) => {
   }, async (request) => await factors.overview(request.currentUser!.id, request.sessionId!))
 
   app.post('/totp', {
-    ...write,
+    ...adds,
     schema: {
       operationId: 'startTotp',
       tags: ['security'],
       summary: 'Start enrolling an authenticator app (TOTP): its secret, shown this once',
-      description: 'TOTP is not on until `POST /api/security/totp/confirm` gets a first valid code; starting again replaces a pending secret. TOTP on already: 409 `TOTP_ENABLED`.',
+      description: 'TOTP is not on until `POST /api/security/totp/confirm` gets a first valid code; starting again replaces a pending secret. TOTP on already: 409 `TOTP_ENABLED`. ' +
+        'Needs `currentPassword` (missing: 400 `BAD_REQUEST`; wrong: 403 `WRONG_PASSWORD`, counted with the account\'s wrong passwords, 429 past `LOGIN_FAILURES_MAX`) and a verified address (403 `EMAIL_NOT_VERIFIED`).',
       security: sessionAuth,
-      'x-optional-body': true,
-      response: { 200: json(TotpEnrolment), ...problems(401, 403, 409) }
+      body: ProofBody,
+      response: { 200: json(TotpEnrolment), ...problems(...PROVED, 409) }
     }
   }, async (request) => await factors.startTotp(request.currentUser!))
 
   app.post('/totp/confirm', {
-    ...write,
+    ...adds,
     schema: {
       operationId: 'confirmTotp',
       tags: ['security'],
       summary: 'Turn TOTP on with a first code; answers the ten recovery codes, shown this once',
-      description: 'A wrong code: 400 `TOTP_CODE_INVALID`; nothing pending: 409 `TOTP_NOT_PENDING`. From then on, login asks for a second step.',
+      description: 'A wrong code: 400 `TOTP_CODE_INVALID`; nothing pending: 409 `TOTP_NOT_PENDING`. From then on, login asks for a second step, and the account\'s address is told. ' +
+        'Needs `currentPassword` and a verified address, as `POST /api/security/totp`.',
       security: sessionAuth,
       body: ConfirmTotpBody,
-      response: { 200: json(RecoveryCodes), ...problems(400, 401, 403, 409, 413, 415) }
+      response: { 200: json(RecoveryCodes), ...problems(...PROVED, 409) }
     }
-  }, async (request) => await factors.confirmTotp(request.currentUser!.id, request.body.code))
+  }, async (request) => await factors.confirmTotp(request.currentUser!, request.body.code))
 
   app.post('/totp/disable', {
     ...write,
@@ -171,44 +190,45 @@ export const securityRoutes: FastifyPluginAsyncTypebox = async (parent) => {
       operationId: 'disableTotp',
       tags: ['security'],
       summary: 'Turn TOTP off (and drop the recovery codes), with your password or a current code',
-      description: 'A wrong password: 403 `WRONG_PASSWORD`; a wrong code: 400 `TOTP_CODE_INVALID`; both count with the account\'s wrong passwords (429 past `LOGIN_FAILURES_MAX`).',
+      description: 'A wrong password: 403 `WRONG_PASSWORD`; a wrong code: 400 `TOTP_CODE_INVALID`; both count with the account\'s wrong passwords (429 past `LOGIN_FAILURES_MAX`). The account\'s address is told.',
       security: sessionAuth,
       body: DisableTotpBody,
       response: { 204: empty('TOTP is off'), ...problems(400, 401, 403, 409, 413, 415) }
     }
   }, async (request, reply) => {
-    await factors.disableTotp(request.currentUser!.id, request.body, reply)
+    await factors.disableTotp(request.currentUser!, request.body, reply)
     return await reply.code(204).send(null)
   })
 
   app.post('/recovery-codes', {
-    ...write,
+    ...proved,
     schema: {
       operationId: 'regenerateRecoveryCodes',
       tags: ['security'],
       summary: 'Replace your recovery codes with ten new ones, shown this once',
-      description: 'The old codes stop working. TOTP off: 409 `TOTP_NOT_ENABLED`.',
+      description: 'The old codes stop working; the account\'s address is told. TOTP off: 409 `TOTP_NOT_ENABLED`. ' +
+        'Needs `currentPassword` (missing: 400 `BAD_REQUEST`; wrong: 403 `WRONG_PASSWORD`, counted with the account\'s wrong passwords, 429 past `LOGIN_FAILURES_MAX`).',
       security: sessionAuth,
-      'x-optional-body': true,
-      response: { 200: json(RecoveryCodes), ...problems(401, 403, 409) }
+      body: ProofBody,
+      response: { 200: json(RecoveryCodes), ...problems(...PROVED, 409) }
     }
-  }, async (request) => await factors.regenerateRecoveryCodes(request.currentUser!.id))
+  }, async (request) => await factors.regenerateRecoveryCodes(request.currentUser!))
 
   app.post('/passkey-options', {
-    ...write,
+    ...adds,
     schema: {
       operationId: 'passkeyRegistrationOptions',
       tags: ['security'],
       summary: 'The WebAuthn options to register a new passkey (discoverable, user verification required)',
-      description: `A user holds at most ${PASSKEYS_MAX_PER_USER} passkeys: past it, 409 \`PASSKEY_QUOTA_EXCEEDED\` until one is deleted. ${CHALLENGE_LIMITS}`,
+      description: `Needs \`currentPassword\` (missing: 400 \`BAD_REQUEST\`; wrong: 403 \`WRONG_PASSWORD\`, counted with the account's wrong passwords, 429 past \`LOGIN_FAILURES_MAX\`) and a verified address (403 \`EMAIL_NOT_VERIFIED\`). A user holds at most ${PASSKEYS_MAX_PER_USER} passkeys: past it, 409 \`PASSKEY_QUOTA_EXCEEDED\` until one is deleted. ${CHALLENGE_LIMITS}`,
       security: sessionAuth,
-      'x-optional-body': true,
-      response: { 200: json(CreationOptions), ...problems(401, 403, 409) }
+      body: ProofBody,
+      response: { 200: json(CreationOptions), ...problems(...PROVED, 409) }
     }
   }, async (request, reply) => await factors.registrationOptions(request.currentUser!, reply))
 
   app.post('/passkeys', {
-    ...write,
+    ...adds,
     schema: {
       operationId: 'registerPasskey',
       tags: ['security'],
@@ -216,13 +236,14 @@ export const securityRoutes: FastifyPluginAsyncTypebox = async (parent) => {
       description: 'Refused (challenge unknown, used, expired or another user\'s; wrong origin or RP id; made in a cross-origin frame; no user verification; ' +
         `a credential id over ${CREDENTIAL_ID_MAX_BYTES} bytes, or other than the response's \`id\`, in the authenticator data; a public key over ${PUBLIC_KEY_MAX_BYTES} bytes): ` +
         '400 `PASSKEY_NOT_REGISTERED` with the reason. A credential registered already: 409 `CONFLICT`; ' +
-        `${PASSKEYS_MAX_PER_USER} passkeys held already: 409 \`PASSKEY_QUOTA_EXCEEDED\`. The answer's \`id\` (a UUID) names the passkey in this API; the credential id stays the authenticator's.`,
+        `${PASSKEYS_MAX_PER_USER} passkeys held already: 409 \`PASSKEY_QUOTA_EXCEEDED\`. The answer's \`id\` (a UUID) names the passkey in this API; the credential id stays the authenticator's. ` +
+        'Needs `currentPassword` and a verified address, as the options do. The account\'s address is told of the new passkey.',
       security: sessionAuth,
       body: RegisterPasskeyBody,
-      response: { 201: json(Passkey), ...problems(400, 401, 403, 409, 413, 415) }
+      response: { 201: json(Passkey), ...problems(...PROVED, 409) }
     }
   }, async (request, reply) => {
-    const passkey = await factors.register(request.currentUser!.id, request.body.response, request.body.name)
+    const passkey = await factors.register(request.currentUser!, request.body.response, request.body.name)
     return await reply.code(201).send(passkey)
   })
 

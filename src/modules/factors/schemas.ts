@@ -96,7 +96,11 @@ export const Passkey = Type.Object({
   backedUp: Type.Boolean({ description: 'synced by its provider (a multi-device passkey)' })
 }, { examples: [{ id: '3f2b8c1e-6d4a-4f7e-9b2c-5a1d0e8f7c6b', name: 'Work laptop', createdAt: '2026-11-26T12:00:00.000Z', lastUsedAt: '2026-11-26T12:30:00.000Z', backedUp: true }] })
 
-export const RegisterPasskeyBody = Type.Object({ response: RegistrationResponse, name: Type.Optional(PasskeyName) }, { additionalProperties: false, examples: [{ response: { id: 'pQ1yX4m2yZk8rT1sW6nB9w', rawId: 'pQ1yX4m2yZk8rT1sW6nB9w', type: 'public-key', response: { clientDataJSON: 'eyJ0eXBlIjoid2ViYXV0aG4uY3JlYXRlIi4uLn0', attestationObject: 'o2NmbXRkbm9uZWdhdHRTdG10oGhhdXRoRGF0YVi...', transports: ['internal'] }, clientExtensionResults: {}, authenticatorAttachment: 'platform' }, name: 'Work laptop' }] })
+/** The proof a change that adds or replaces a factor needs (src/modules/users/step-up.ts); optional here so that its absence gets the one answer of that check. */
+const CurrentPassword = Type.Optional(Type.String({ minLength: 1, maxLength: 1024, description: 'your current password: required (a stolen session alone adds no factor)' }))
+export const ProofBody = Type.Object({ currentPassword: CurrentPassword }, { additionalProperties: false, examples: [{ currentPassword: 'wonderland!' }] })
+
+export const RegisterPasskeyBody = Type.Object({ response: RegistrationResponse, name: Type.Optional(PasskeyName), currentPassword: CurrentPassword }, { additionalProperties: false, examples: [{ currentPassword: 'wonderland!', response: { id: 'pQ1yX4m2yZk8rT1sW6nB9w', rawId: 'pQ1yX4m2yZk8rT1sW6nB9w', type: 'public-key', response: { clientDataJSON: 'eyJ0eXBlIjoid2ViYXV0aG4uY3JlYXRlIi4uLn0', attestationObject: 'o2NmbXRkbm9uZWdhdHRTdG10oGhhdXRoRGF0YVi...', transports: ['internal'] }, clientExtensionResults: {}, authenticatorAttachment: 'platform' }, name: 'Work laptop' }] })
 export const RenamePasskeyBody = Type.Object({ name: PasskeyName }, { additionalProperties: false, examples: [{ name: 'Phone' }] })
 export const PasskeyParams = Type.Object({ id: Type.String({ pattern: '^[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}$', description: 'the passkey\'s `id` (a UUID), as GET /api/security lists it' }) }, { additionalProperties: false })
 
@@ -113,7 +117,7 @@ export const TotpEnrolment = Type.Object({
   qrCode: Type.String({ description: 'the URI as a QR code: an SVG image as a `data:` URL' })
 }, { examples: [{ secret: 'JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP', uri: 'otpauth://totp/User%20and%20product%20service:alice?issuer=User%20and%20product%20service&secret=JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP&algorithm=SHA1&digits=6&period=30', qrCode: 'data:image/svg+xml;base64,PHN2ZyB4bWxucz0iaHR0cDovL3d3dy53My5vcmcvMjAwMC9zdmciLz4=' }] })
 
-export const ConfirmTotpBody = Type.Object({ code: TotpCode }, { additionalProperties: false, examples: [{ code: '123456' }] })
+export const ConfirmTotpBody = Type.Object({ code: TotpCode, currentPassword: CurrentPassword }, { additionalProperties: false, examples: [{ code: '123456', currentPassword: 'wonderland!' }] })
 export const DisableTotpBody = Type.Object({
   password: Type.Optional(Type.String({ minLength: 1, maxLength: 1024 })),
   code: Type.Optional(TotpCode)

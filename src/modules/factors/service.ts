@@ -19,6 +19,8 @@
  *   authenticator data, which must name the credential of the response's `id`. Assertions
  *   and registrations made in a cross-origin frame are refused. The API names a passkey by
  *   a short id of the service's (`publicId`); the credential id stays WebAuthn's key.
+ * - Each change that adds, removes or replaces a factor writes a notice to the account's
+ *   address in its own transaction (`notify`: the outbox).
  * - Sessions record how they were signed in (`methods`); with RECENT_SIGN_IN_MAX_AGE set,
  *   sensitive changes need a session of at most that age that used the account's second
  *   factor, if it has one (`requireRecentSignIn`).
@@ -38,9 +40,11 @@ import {
   type RegistrationResponseJSON
 } from '@simplewebauthn/server'
 import type { FastifyReply } from 'fastify'
+import type { Transaction } from '../../db/sql.js'
 import { StoreRefusal, type ChallengeStore } from '../../lib/challenges.js'
 import { newLinkToken, tokenDigest } from '../../lib/link-token.js'
 import { BadRequest, NotFound, ServiceUnavailable, Unauthorized } from '../../lib/problem.js'
+import type { SecurityEvent } from '../mail/index.js'
 import type { SessionModeValue, SignInMethod } from '../sessions/index.js'
 import type { AccountLimiter } from '../users/index.js'
 import type { FactorsRepository, PasskeyRow } from './repository.js'
@@ -101,7 +105,13 @@ interface Dependencies extends FactorsOptions {
   checkPassword: (userId: number, password: string, reply: FastifyReply) => Promise<void>
   /** The token version of a user, or null when there is no such user. */
   tokenVersion: (userId: number) => Promise<number | null>
+  /** Writes the notice of `event` to the account's address in `tx` (the outbox); `wake` sends it once that commits. */
+  notify: (tx: Transaction, account: Account, event: SecurityEvent, name?: string) => Promise<void>
+  wake: () => void
 }
+
+/** The signed-in account a change is made to, as its notice needs it. */
+export interface Account { id: number, username: string, email: string }
 
 /** A ticket's key in the store: the SHA-256 of its token, as the e-mailed links' tokens are kept. */
 const ticketKey = (token: string): string => tokenDigest(token).toString('base64url')
@@ -133,7 +143,7 @@ function challengeOf (response: { response: { clientDataJSON: string } }): strin
 }
 
 export function factorsService (deps: Dependencies) {
-  const { factors, challenges, tickets, rpId, rpName, origins, guesses } = deps
+  const { factors, challenges, tickets, rpId, rpName, origins, guesses, notify, wake } = deps
   const now = deps.now ?? Date.now
 
   /** A store failure (Redis down) is a 503, never a 500 or a pass. */
@@ -231,18 +241,20 @@ export function factorsService (deps: Dependencies) {
     },
 
     /** Turns the pending TOTP on with its first code; the recovery codes are shown here only. */
-    async confirmTotp (userId: number, code: string): Promise<{ recoveryCodes: string[] }> {
-      const secret = await factors.totpSecret(userId, false)
+    async confirmTotp (account: Account, code: string): Promise<{ recoveryCodes: string[] }> {
+      const secret = await factors.totpSecret(account.id, false)
       if (secret === null) throw new TotpNotPending()
       const step = codeStep(secret, code, now())
       if (step === null) throw new TotpCodeInvalid()
       const { codes, digests } = newRecoveryCodes()
-      if (!await factors.enableTotp(userId, secret, step, digests)) throw new TotpNotPending()
+      if (!await factors.enableTotp(account.id, secret, step, digests, async (tx) => { await notify(tx, account, 'totp-enabled') })) throw new TotpNotPending()
+      wake()
       return { recoveryCodes: codes }
     },
 
     /** Turns TOTP off after the password or a current code. */
-    async disableTotp (userId: number, proof: { password?: string, code?: string }, reply: FastifyReply): Promise<void> {
+    async disableTotp (account: Account, proof: { password?: string, code?: string }, reply: FastifyReply): Promise<void> {
+      const userId = account.id
       if ((proof.password === undefined) === (proof.code === undefined)) throw new BadRequest('Send exactly one of `password` and `code`')
       if (proof.password !== undefined) {
         await deps.checkPassword(userId, proof.password, reply)
@@ -254,12 +266,14 @@ export function factorsService (deps: Dependencies) {
         if (step === null || !await factors.takeStep(userId, step)) throw new TotpCodeInvalid()
         await guesses.release(reservation)
       }
-      await factors.disableTotp(userId)
+      await factors.disableTotp(userId, async (tx) => { await notify(tx, account, 'totp-disabled') })
+      wake()
     },
 
-    async regenerateRecoveryCodes (userId: number): Promise<{ recoveryCodes: string[] }> {
+    async regenerateRecoveryCodes (account: Account): Promise<{ recoveryCodes: string[] }> {
       const { codes, digests } = newRecoveryCodes()
-      if (!await factors.replaceRecoveryCodes(userId, digests)) throw new TotpNotEnabled()
+      if (!await factors.replaceRecoveryCodes(account.id, digests, async (tx) => { await notify(tx, account, 'recovery-codes-replaced') })) throw new TotpNotEnabled()
+      wake()
       return { recoveryCodes: codes }
     },
 
@@ -365,7 +379,8 @@ export function factorsService (deps: Dependencies) {
       })
     },
 
-    async register (userId: number, response: RegistrationResponseJSON, name: string | undefined): Promise<Passkey> {
+    async register (account: Account, response: RegistrationResponseJSON, name: string | undefined): Promise<Passkey> {
+      const userId = account.id
       const { value, challenge } = await takeChallenge(response, 'register').catch((error: Error) => { throw new PasskeyNotRegistered(error.message.replace(/^The passkey was refused: /, '')) })
       if (challenge.userId !== userId) throw new PasskeyNotRegistered('its challenge was issued to another user')
       let verified
@@ -388,9 +403,10 @@ export function factorsService (deps: Dependencies) {
         transports: credential.transports ?? response.response.transports ?? [],
         name,
         backedUp: credentialBackedUp
-      }, PASSKEYS_MAX_PER_USER)
+      }, PASSKEYS_MAX_PER_USER, async (tx, added) => { await notify(tx, account, 'passkey-added', added.name) })
       if (row === null) throw new Unauthorized('The user no longer exists')
       if ('quota' in row) throw new PasskeyQuotaExceeded(row.quota)
+      wake()
       return publicPasskey(row)
     },
 

@@ -75,7 +75,10 @@ const LOGIN_SQL = { username: loginSql('username'), email: loginSql('email') }
 // change of address is dropped, as with a password change.
 const RESET_USE_SQL = 'DELETE FROM password_reset_tokens WHERE hash = $1 AND expires_at > now() RETURNING user_id AS "userId"'
 const RESET_OTHERS_SQL = 'DELETE FROM password_reset_tokens WHERE user_id = $1'
-const RESET_PASSWORD_SQL = 'UPDATE users SET password_hash = $2, token_version = token_version + 1, pending_email = NULL, updated_at = now() WHERE id = $1'
+// A reset link proves the address as a verification link does: an unverified one becomes
+// verified (`firstProof` below).
+const RESET_PASSWORD_SQL = `UPDATE users SET password_hash = $2, token_version = token_version + 1, pending_email = NULL,
+  email_verified_at = coalesce(email_verified_at, now()), updated_at = now() WHERE id = $1`
 // The user's expired tokens go when a new one is made: a user has a few rows at most.
 const RESET_CREATE_SQL = `WITH expired AS (DELETE FROM password_reset_tokens WHERE user_id = $1 AND expires_at <= now())
   INSERT INTO password_reset_tokens (hash, user_id, expires_at) VALUES ($2, $1, now() + $3::int * interval '1 millisecond')`
@@ -85,7 +88,7 @@ const RESET_CREATE_SQL = `WITH expired AS (DELETE FROM password_reset_tokens WHE
 // to it is pending. The user's row is locked before the token's, in the order a change of
 // address takes them (`update`), so that the two never wait for each other.
 const VERIFICATION_OWNER_SQL = 'SELECT user_id AS "userId" FROM email_verification_tokens WHERE hash = $1'
-const VERIFICATION_LOCK_SQL = 'SELECT id FROM users WHERE id = $1 FOR UPDATE'
+const USER_LOCK_SQL = 'SELECT email_verified_at IS NULL AS unverified FROM users WHERE id = $1 FOR UPDATE'
 const VERIFICATION_USE_SQL = 'DELETE FROM email_verification_tokens WHERE hash = $1 AND expires_at > now() RETURNING user_id AS "userId", email::text AS email'
 const VERIFICATION_APPLY_SQL = `UPDATE users SET email_verified_at = coalesce(email_verified_at, now()), updated_at = now()
   WHERE id = $1 AND email = $2::citext RETURNING id`
@@ -95,6 +98,17 @@ const VERIFICATION_MOVE_SQL = `UPDATE users SET email = pending_email, pending_e
 // What is left to verify is the pending address, if any: the other links are worth nothing.
 const VERIFICATION_OTHERS_SQL = `DELETE FROM email_verification_tokens
   WHERE user_id = $1 AND email IS DISTINCT FROM (SELECT pending_email FROM users WHERE id = $1)`
+// The first proof that the account's owner holds its address (a verification link, or a reset
+// link) ends everything made before it: whoever registered the address before its owner
+// (pre-hijacking) keeps no session, no second-step ticket and no factor. The token version
+// moves on (every session and ticket ends); factors cannot be added before the address is
+// verified (src/modules/factors/routes.ts), and any made so are removed here.
+const FIRST_PROOF_SQL = {
+  'first-proof-passkeys': 'DELETE FROM passkeys WHERE user_id = $1',
+  'first-proof-recovery-codes': 'DELETE FROM recovery_codes WHERE user_id = $1',
+  'first-proof-totp': 'DELETE FROM totp_factors WHERE user_id = $1'
+}
+const FIRST_PROOF_SESSIONS_SQL = 'UPDATE users SET token_version = token_version + 1 WHERE id = $1'
 /** PostgreSQL's unique_violation. */
 const UNIQUE_VIOLATION = '23505'
 const VERIFICATION_CREATE_SQL = `WITH expired AS (DELETE FROM email_verification_tokens WHERE user_id = $1 AND expires_at <= now())
@@ -108,6 +122,12 @@ export type VerificationOutcome = 'verified' | 'changed' | 'invalid' | 'taken'
 
 function usersRepository (prisma: PrismaClient) {
   const db = sql(prisma)
+
+  /** In `tx`, once an unverified address is proven: the factors made before go (FIRST_PROOF_SQL); `endSessions` moves the token version on. */
+  async function firstProof (userId: number, endSessions: boolean, tx: Transaction): Promise<void> {
+    for (const [name, statement] of Object.entries(FIRST_PROOF_SQL)) await db.rows(name, statement, [userId], tx)
+    if (endSessions) await db.rows('first-proof-sessions', FIRST_PROOF_SESSIONS_SQL, [userId], tx)
+  }
 
   return {
     /** The user a token names, with its token version, if the token's session is live; run on every authenticated request. */
@@ -205,7 +225,8 @@ function usersRepository (prisma: PrismaClient) {
      * Uses the live verification token of digest `hash`: its user's address is verified if
      * it is still the one the token was made for (`verified`), or becomes the pending address
      * the token was made for, verified (`changed`). `invalid` for an unknown, used or expired
-     * token, or one of an address the user has since left or no longer asks for; `taken`,
+     * token, or one of an address the user has since left or no longer asks for. The first
+     * verification of an account ends what was made before it (FIRST_PROOF_SQL). `taken`,
      * and nothing changed (the token stays), when another account has the pending address.
      */
     async verifyEmail (hash: Buffer): Promise<VerificationOutcome> {
@@ -213,13 +234,14 @@ function usersRepository (prisma: PrismaClient) {
         return await db.transaction('e-mail verification', async (tx): Promise<VerificationOutcome> => {
           const [owner] = await db.rows<{ userId: number }>('verification-token-owner', VERIFICATION_OWNER_SQL, [hash], tx)
           if (owner === undefined) return 'invalid'
-          await db.rows('verification-user-lock', VERIFICATION_LOCK_SQL, [owner.userId], tx)
+          const [lock] = await db.rows<{ unverified: boolean }>('user-lock', USER_LOCK_SQL, [owner.userId], tx)
           const [used] = await db.rows<{ userId: number, email: string }>('verification-token-use', VERIFICATION_USE_SQL, [hash], tx)
           if (used === undefined) return 'invalid'
           let outcome: VerificationOutcome = 'invalid'
           if ((await db.rows('verification-apply', VERIFICATION_APPLY_SQL, [used.userId, used.email], tx)).length === 1) outcome = 'verified'
           else if ((await db.rows('verification-move', VERIFICATION_MOVE_SQL, [used.userId, used.email], tx)).length === 1) outcome = 'changed'
           if (outcome !== 'invalid') await db.rows('verification-token-others', VERIFICATION_OTHERS_SQL, [used.userId], tx)
+          if (outcome !== 'invalid' && lock?.unverified === true) await firstProof(used.userId, true, tx)
           return outcome
         })
       } catch (error) {
@@ -261,14 +283,17 @@ function usersRepository (prisma: PrismaClient) {
 
     /**
      * Uses the live reset token of digest `hash`: its user gets `passwordHash`, a new token
-     * version, and no other reset token. The user's id, or null for an unknown, used or
+     * version, no other reset token, and a verified address (a first proof: FIRST_PROOF_SQL). The user's id, or null for an unknown, used or
      * expired token.
      */
     async resetPassword (hash: Buffer, passwordHash: string): Promise<number | null> {
       return await db.transaction('password reset', async (tx) => {
         const [used] = await db.rows<{ userId: number }>('reset-token-use', RESET_USE_SQL, [hash], tx)
         if (used === undefined) return null
+        const [lock] = await db.rows<{ unverified: boolean }>('user-lock', USER_LOCK_SQL, [used.userId], tx)
         await db.rows('reset-token-others', RESET_OTHERS_SQL, [used.userId], tx)
+        // The new password moves the token version on already.
+        if (lock?.unverified === true) await firstProof(used.userId, false, tx)
         await db.rows('reset-password', RESET_PASSWORD_SQL, [used.userId, passwordHash], tx)
         return used.userId
       })

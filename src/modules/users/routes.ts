@@ -6,10 +6,11 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyRequest } from 'fastify'
 import createError from '@fastify/error'
 import { budget, type AttemptStore } from '../../lib/attempts.js'
-import { Forbidden } from '../../lib/problem.js'
+import { BadRequest, Forbidden } from '../../lib/problem.js'
 import { empty, HEADERS, json, problems, sessionAuth } from '../../lib/responses.js'
 import { IdParams } from '../../lib/schemas.js'
 import type { AuthBudget } from './budget.js'
+import { stepUp } from './step-up.js'
 import { deliverSession } from '../sessions/index.js'
 import { registrationRoute } from './registration.js'
 import { DeleteUserBody, UpdatedUser, UpdateUserBody, User, type PublicUser } from './schemas.js'
@@ -41,6 +42,7 @@ function ownRecord (request: FastifyRequest, id: number): PublicUser {
 
 export const userRoutes: FastifyPluginAsyncTypebox<UserRoutesOptions> = async (app, options) => {
   const { users } = app
+  const requireProof = stepUp({ authBudget: options.authBudget, checkCurrentPassword: users.checkCurrentPassword })
   const changes = budget({ ...ACCOUNT_CHANGES, ...options.accountChanges, refusal: (seconds) => new TooManyAccountChanges(seconds) })
 
   registrationRoute(app, { url: '', operationId: 'createUser', tag: 'users', summary: 'Register a user', authBudget: options.authBudget })
@@ -68,7 +70,7 @@ export const userRoutes: FastifyPluginAsyncTypebox<UserRoutesOptions> = async (a
       summary: 'Change your username, e-mail and/or password',
       description: 'A new `email` does not change `email` yet: the answer has it in `pendingEmail`, a verification link goes to it and a notice to the current address; ' +
         'following the link (`POST /api/auth/verify-email`) makes the change. An address another account has: 409 `CONFLICT`. The current address (in any case), or a new password, cancels a pending change. ' +
-        'Changing the password needs `currentPassword` (a wrong one: 403 `WRONG_PASSWORD`); it ends every session, this one included, and starts a new one ' +
+        'A new address or a new password needs `currentPassword` (missing: 400 `BAD_REQUEST`; wrong: 403 `WRONG_PASSWORD`, counted with the account\'s wrong passwords). A new password ends every session, this one included, and starts a new one ' +
         '(new tokens in the body, or new cookies when this request was authenticated by cookie). ' +
         'Limited per user (10 changes per 15 min) and, when a password is sent, per client (`RATE_LIMIT_AUTH_MAX`) and per account (`LOGIN_FAILURES_MAX`): 429.',
       security: sessionAuth,
@@ -77,14 +79,14 @@ export const userRoutes: FastifyPluginAsyncTypebox<UserRoutesOptions> = async (a
       response: { 200: json(UpdatedUser, { headers: { 'Set-Cookie': HEADERS.setCookie['Set-Cookie'], 'Cache-Control': HEADERS.noStore['Cache-Control'] } }), ...problems(400, 401, 403, 404, 409, 413, 415, 429) }
     }
   }, async (request, reply) => {
-    const { id } = ownRecord(request, request.params.id)
+    const own = ownRecord(request, request.params.id)
+    const { id } = own
     users.validateUpdate(request.body)
+    if (users.needsProof(own, request.body) && request.body.currentPassword === undefined) throw new BadRequest('Send `currentPassword`: a new e-mail address or password needs your current password')
     if (request.body.password !== undefined || request.body.email !== undefined) await app.factors.requireRecentSignIn(request.sessionId!)
     await changes.spend(`user:${id}`, reply)
-    if (request.body.currentPassword !== undefined) {
-      await options.authBudget(request, reply)
-      await users.checkCurrentPassword(id, request.body.currentPassword, reply)
-    }
+    // Whenever sent it is checked, with the one check every lasting change uses.
+    if (request.body.currentPassword !== undefined) await requireProof(request, reply)
     const { user, tokenVersion } = await users.update(id, request.body)
     if (tokenVersion === undefined) return { user }
     // The new session was signed in as this one was.

@@ -18,8 +18,8 @@ import type { PublicUser, RegisterInput, UpdateUserInput } from './schemas.js'
 
 /** A wrong current password on PATCH or DELETE /api/user/:id: 403 (the token is fine; 401 would tell clients to drop it). */
 const WrongPassword = createError('WRONG_PASSWORD', 'The current password is wrong', 403)
-/** Login with the right password to an account whose address is not verified, when REQUIRE_VERIFIED_EMAIL is on. */
-const EmailNotVerified = createError('EMAIL_NOT_VERIFIED', 'Verify your e-mail address first: follow the link of the verification e-mail', 403)
+/** Login with the right password to an account whose address is not verified (REQUIRE_VERIFIED_EMAIL), or a factor added before its address is. */
+export const EmailNotVerified = createError('EMAIL_NOT_VERIFIED', 'Verify your e-mail address first: follow the link of the verification e-mail', 403)
 
 interface UsersServiceDependencies {
   users: UsersRepository
@@ -107,6 +107,11 @@ function usersService ({ users, passwords, guesses, products, images, verificati
         if (body.currentPassword === undefined) throw new BadRequest('Send `currentPassword` with `password`: changing the password needs the current one')
         checkPasswordBytes(body.password)
       }
+    },
+
+    /** Whether a change needs the proof of `stepUp`: a new password, or an address other than the current one (the current one only cancels a pending change). */
+    needsProof (user: PublicUser, body: UpdateUserInput): boolean {
+      return body.password !== undefined || (body.email !== undefined && body.email.toLowerCase() !== user.email.toLowerCase())
     },
 
     /**
