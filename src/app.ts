@@ -66,8 +66,8 @@ export interface Tuning {
   refreshTokensKept?: number
   /** The clock of TOTP codes, ms (src/modules/factors/service.ts). */
   clock?: () => number
-  /** The mail sender's poll interval and first retry's wait, ms, or no sending at all (src/modules/mail/sender.ts). */
-  mail?: { pollMs?: number, retryBaseMs?: number, paused?: boolean }
+  /** The mail sender's poll interval, first retry's wait and attempt deadline, ms, its per-address limit, or no sending at all (src/modules/mail/sender.ts). */
+  mail?: { pollMs?: number, retryBaseMs?: number, sendDeadlineMs?: number, perAddress?: { max: number, timeWindow: number }, paused?: boolean }
 }
 
 export interface BuildAppOptions {
@@ -164,7 +164,7 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
   const guesses = accountLimiter(config.limits, attemptStore('guesses'))
   // E-mail goes through the outbox, sent beside the requests (src/modules/mail/).
   await app.register(outbox)
-  await app.register(mailSender, { ...config.mail, ...tuning.mail })
+  await app.register(mailSender, { ...config.mail, store: attemptStore('mail-recipients'), ...tuning.mail })
   await app.register(emailVerification, { publicUrl: config.mail.publicUrl, store: attemptStore('verification-mails') })
   await app.register(usersService, { guesses, requireVerifiedEmail: config.auth.requireVerifiedEmail })
   await app.register(productsService)
