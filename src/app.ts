@@ -103,6 +103,13 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
     reply.header('x-request-id', request.id)
     done()
   })
+  // The API's answers carry personal data (user records, sessions, tokens, factors) or say
+  // something of an account: no cache, shared or the browser's, keeps one, unless its route
+  // says otherwise. The catalogue's are public and set their own (images: public, no-cache).
+  app.addHook('onSend', (request, reply, payload, done) => {
+    if (!reply.hasHeader('cache-control') && request.url.startsWith('/api/') && !request.url.startsWith('/api/product')) reply.header('cache-control', 'no-store')
+    done(null, payload)
+  })
 
   await app.register(errorHandler)
   // CORS before the hooks that can refuse a request (draining, content codings,
