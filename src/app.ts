@@ -68,8 +68,8 @@ export interface Tuning {
   challenges?: { maxKeys?: number, perOwner?: number }
   /** The clock of TOTP codes, ms (src/modules/factors/service.ts). */
   clock?: () => number
-  /** The mail sender's poll interval and first retry's wait, ms, or no sending at all (src/modules/mail/sender.ts). */
-  mail?: { pollMs?: number, retryBaseMs?: number, paused?: boolean }
+  /** The mail sender's poll interval, first retry's wait and attempt deadline, ms, its per-address limit, or no sending at all (src/modules/mail/sender.ts). */
+  mail?: { pollMs?: number, retryBaseMs?: number, sendDeadlineMs?: number, perAddress?: { max: number, timeWindow: number }, paused?: boolean }
 }
 
 export interface BuildAppOptions {
@@ -104,6 +104,13 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
   app.addHook('onRequest', (request, reply, done) => {
     reply.header('x-request-id', request.id)
     done()
+  })
+  // The API's answers carry personal data (user records, sessions, tokens, factors) or say
+  // something of an account: no cache, shared or the browser's, keeps one, unless its route
+  // says otherwise. The catalogue's are public and set their own (images: public, no-cache).
+  app.addHook('onSend', (request, reply, payload, done) => {
+    if (!reply.hasHeader('cache-control') && request.url.startsWith('/api/') && !request.url.startsWith('/api/product')) reply.header('cache-control', 'no-store')
+    done(null, payload)
   })
 
   await app.register(errorHandler)
@@ -166,7 +173,7 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
   const guesses = accountLimiter(config.limits, attemptStore('guesses'))
   // E-mail goes through the outbox, sent beside the requests (src/modules/mail/).
   await app.register(outbox)
-  await app.register(mailSender, { ...config.mail, ...tuning.mail })
+  await app.register(mailSender, { ...config.mail, store: attemptStore('mail-recipients'), ...tuning.mail })
   await app.register(emailVerification, { publicUrl: config.mail.publicUrl, store: attemptStore('verification-mails') })
   await app.register(usersService, { guesses, requireVerifiedEmail: config.auth.requireVerifiedEmail })
   await app.register(productsService)

@@ -443,7 +443,7 @@ t.test('with Redis, a client\'s share of challenges holds across replicas', asyn
   const b = await start(t, options)
   const me = await signedUp(a)
   const authenticator = new SoftAuthenticator()
-  await addPasskey(a, me.token, authenticator)
+  await addPasskey(a, me, authenticator)
   const ask = async (server: Server, remoteAddress: string) => await server.app.inject({ method: 'POST', url: '/api/auth/passkey/options', remoteAddress })
   const first = await ask(a, '10.1.0.1')
   t.same([(await ask(b, '10.1.0.1')).statusCode, (await ask(a, '10.1.0.1')).statusCode, (await ask(b, '10.1.0.1')).statusCode], [200, 200, 200])

@@ -106,6 +106,38 @@ t.test('a reset drops a pending change of address, as a password change does', a
   t.equal((await db.query('SELECT pending_email FROM users WHERE id = $1', [user.id])).rows[0].pending_email, null)
 })
 
+t.test('a password change voids the reset links sent before it', async (t) => {
+  const user = await registerAndLogin(app)
+  const before = sink.received.length
+  t.equal((await requestReset(user.email)).statusCode, 202)
+  const [received] = await mailsTo(user.email, before, 1)
+  const changed = await app.inject({ method: 'PATCH', url: `/api/user/${user.id}`, headers: user.auth, payload: { password: 'a changed password', currentPassword: user.password } })
+  t.equal(changed.statusCode, 200, changed.body)
+  assertProblem(t, await confirm(tokenOf(received!), 'the attacker\'s password'), 400, 'RESET_TOKEN_INVALID')
+  t.equal((await app.inject({ method: 'POST', url: '/api/auth/login', payload: { username: user.username, password: 'a changed password' } })).statusCode, 200, 'the changed password stays')
+})
+
+t.test('a move to a new verified address voids the reset links sent to the old one', async (t) => {
+  const user = await registerAndLogin(app)
+  const newEmail = `moved.${user.email}`
+  const before = sink.received.length
+  t.equal((await requestReset(user.email)).statusCode, 202)
+  const [reset] = await mailsTo(user.email, before, 1)
+  const asked = await app.inject({ method: 'PATCH', url: `/api/user/${user.id}`, headers: user.auth, payload: { email: newEmail } })
+  t.equal(asked.statusCode, 200, asked.body)
+  const deadline = Date.now() + 10_000
+  let verification: Received | undefined
+  while (verification === undefined) {
+    verification = sink.received.slice(before).find((r) => r.mail.subject === 'Verify your e-mail address' && !Array.isArray(r.mail.to) && r.mail.to?.text === newEmail)
+    if (Date.now() > deadline) throw new Error('no verification e-mail to the new address')
+    await new Promise((resolve) => setTimeout(resolve, 25))
+  }
+  const verifyToken = /verify-email#token=([A-Za-z0-9_-]+)/.exec(verification.mail.text ?? '')![1]!
+  t.equal((await app.inject({ method: 'POST', url: '/api/auth/verify-email', payload: { token: verifyToken } })).statusCode, 204, 'the new address is the account\'s')
+  assertProblem(t, await confirm(tokenOf(reset!), 'the attacker\'s password'), 400, 'RESET_TOKEN_INVALID')
+  t.equal((await app.inject({ method: 'POST', url: '/api/auth/login', payload: { username: user.username, password: user.password } })).statusCode, 200, 'the password stays')
+})
+
 t.test('no enumeration: the same status and body for an unknown address, and a like time', async (t) => {
   const user = await registerAndLogin(app)
   const before = sink.received.length

@@ -16,22 +16,24 @@ export interface Message {
   html: string
 }
 
-/** Sends one message; resolves once it is accepted, rejects with why not. */
+/** Sends one message; resolves once it is accepted, rejects with why not (or once `signal` aborts, its connection closed). */
 export interface MailTransport {
-  send: (message: Message & { from: string, messageId: string, headers: Record<string, string> }) => Promise<void>
+  send: (message: Message & { from: string, messageId: string, headers: Record<string, string> }, signal: AbortSignal) => Promise<void>
   close: () => void
 }
 
 /**
- * SMTP timeouts, ms: a server that accepts a connection and then says nothing costs an
- * attempt this long at most (they stay under the claim's lease, ./sender.ts).
+ * SMTP timeouts, ms: a server that accepts a connection and then says nothing fails this
+ * soon. Each byte it sends restarts the idle one, so a server that trickles is ended by the
+ * attempt's total deadline instead (SEND_DEADLINE_MS, ./sender.ts).
  */
 export const SMTP_TIMEOUTS = { connectionTimeout: 10_000, greetingTimeout: 10_000, socketTimeout: 20_000 }
 
 export function smtpTransport (url: string): MailTransport {
   const transporter = nodemailer.createTransport({ url, ...SMTP_TIMEOUTS })
   return {
-    async send (message) { await transporter.sendMail(message) },
+    // nodemailer closes the connection when the signal aborts, whatever the phase.
+    async send (message, signal) { await transporter.sendMail({ ...message, signal }) },
     close () { transporter.close() }
   }
 }

@@ -166,7 +166,7 @@ function usersRepository (prisma: PrismaClient) {
 
     /**
      * Changes a user; a new password hash also bumps the token version (earlier tokens stop
-     * working). A new e-mail address (as citext compares) is not set but pending, replacing
+     * working) and removes every reset token (links sent before it stop working). A new e-mail address (as citext compares) is not set but pending, replacing
      * an earlier pending one and the links made for it; `onNewEmail` runs in the same
      * transaction (the outbox rows of its verification e-mail and of the notice to the
      * current address). An address another account has: 409, nothing changed. The current
@@ -176,7 +176,12 @@ function usersRepository (prisma: PrismaClient) {
     async update (id: number, data: { username?: string, email?: string, names?: string | null, passwordHash?: string }, onNewEmail: AlsoInTransaction): Promise<TokenUser | null> {
       const changes = data.passwordHash === undefined ? data : { ...data, tokenVersion: { increment: 1 }, pendingEmail: null }
       const select = { ...publicUserSelect, tokenVersion: true }
-      if (data.email === undefined) return await prisma.user.update({ where: { id }, data: changes, select })
+      if (data.email === undefined && data.passwordHash === undefined) return await prisma.user.update({ where: { id }, data: changes, select })
+      if (data.email === undefined) {
+        // A new password voids the reset links sent before it, as it ends the sessions.
+        const [user] = await prisma.$transaction([prisma.user.update({ where: { id }, data: changes, select }), prisma.passwordResetToken.deleteMany({ where: { userId: id } })])
+        return user
+      }
       return await db.transaction(`changing user ${id}`, async (tx) => {
         // Locked: of two changes at once, the later one's address and link are the ones left.
         const [before] = await db.rows<{ same: boolean }>('user-email-for-update', 'SELECT email = $2::citext AS same FROM users WHERE id = $1 FOR UPDATE', [id, data.email], tx)
@@ -199,6 +204,7 @@ function usersRepository (prisma: PrismaClient) {
         ]
         const [user] = await db.rows<TokenUser>(`user-update-${fields.map(([column]) => column).join('-')}`,
           `UPDATE users SET ${set.join(', ')} WHERE id = $1 RETURNING ${RETURNING_USER}`, [id, ...fields.map(([, value]) => value)], tx)
+        if (data.passwordHash !== undefined) await db.rows('reset-tokens-void', RESET_OTHERS_SQL, [id], tx)
         if (!before.same) await onNewEmail(tx, user!)
         return user!
       })
@@ -242,6 +248,8 @@ function usersRepository (prisma: PrismaClient) {
           else if ((await db.rows('verification-move', VERIFICATION_MOVE_SQL, [used.userId, used.email], tx)).length === 1) outcome = 'changed'
           if (outcome !== 'invalid') await db.rows('verification-token-others', VERIFICATION_OTHERS_SQL, [used.userId], tx)
           if (outcome !== 'invalid' && lock?.unverified === true) await firstProof(used.userId, true, tx)
+          // Reset links went to the address the account has left: they reach it no more.
+          if (outcome === 'changed') await db.rows('reset-tokens-void', RESET_OTHERS_SQL, [used.userId], tx)
           return outcome
         })
       } catch (error) {
