@@ -27,7 +27,7 @@ CREATE UNIQUE INDEX "blobs_key_key" ON "blobs"("key");
 -- AddForeignKey
 ALTER TABLE "products" ADD CONSTRAINT "products_image_key_fkey" FOREIGN KEY ("image_key") REFERENCES "blobs"("key") ON DELETE RESTRICT ON UPDATE CASCADE NOT VALID;
 -- NOT VALID: a deployment that kept its images as files has rows naming keys that have no
--- blob yet; new and changed keys are checked at once, and scripts/import-uploads.ts
+-- blob yet: new and changed keys are checked at once, and scripts/import-uploads.ts
 -- validates the constraint once it has imported the files (docs/operations.md).
 
 -- AddForeignKey
