@@ -366,17 +366,12 @@ t.test('every pod runs non-root on a read-only root filesystem with no privilege
   }
 })
 
-// Until product images are kept in PostgreSQL the service creates UPLOAD_DIR at start, which a
-// read-only root refuses (docs/deployment.md, "What was run here"): known, not yet a failure.
-const uploadsInFolder = envVariables().includes('UPLOAD_DIR')
-t.test('the API keeps nothing on its pod: its one writable mount is /tmp, an emptyDir', {
-  todo: uploadsInFolder ? 'product images still go to a folder (UPLOAD_DIR), which the pods do not have' : false
-}, async (t) => {
+t.test('the API keeps nothing on its pod: its one writable mount is /tmp, an emptyDir', async (t) => {
   const { pod, container } = api(manifests)
   const writable = (container.volumeMounts as Obj[]).filter((m) => m.readOnly !== true)
   t.same(writable.map((m) => m.mountPath), ['/tmp'])
   t.ok(writable.every((m) => (pod.volumes as Obj[]).find((v) => v.name === m.name)?.emptyDir !== undefined), 'an emptyDir, gone with the pod')
-  t.notOk(uploadsInFolder, 'no setting names a folder of product images')
+  t.notOk(envVariables().includes('UPLOAD_DIR'), 'no setting names a folder of product images (they are kept in PostgreSQL)')
 })
 
 t.test('the probes ask real routes of the service on its container port', async (t) => {
