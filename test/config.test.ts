@@ -201,11 +201,11 @@ t.test('the schema in sections: each leaf names its variable once, with a descri
     seen.add(leaf.env)
     t.notOk(leaf.env in RETIRED, `${leaf.env} is not retired`)
   }
-  t.same(Object.keys(EnvSchema.properties), ['server', 'database', 'auth', 'limits', 'redis', 'mail', 'telemetry', 'storage', 'products'])
+  t.same(Object.keys(EnvSchema.properties), ['server', 'database', 'auth', 'limits', 'redis', 'mail', 'telemetry', 'products'])
 })
 
 t.test('a retired variable (not read) is ignored and reported, whatever its value', async (t) => {
   const config = loadConfig({ LOAD_SHED_SAMPLE_MS: 'soon', REFRESH_TOKENS_KEPT: '5', ACCOUNT_CHANGES_MAX: '' }, false)
   t.same(config.retired, ['LOAD_SHED_SAMPLE_MS', 'REFRESH_TOKENS_KEPT'], 'set ones only (empty is unset)')
-  t.equal(Object.keys(RETIRED).length, 12)
+  t.equal(Object.keys(RETIRED).length, 13)
 })

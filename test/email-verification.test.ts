@@ -65,6 +65,8 @@ t.test('registration e-mails a link; following it verifies the address, once', a
   t.match(String(mail!.mail.html), /<a href="https:\/\/shop\.example\.com\/verify-email#token=/)
   const token = tokenOf(mail!)
   t.equal((await verify(token)).statusCode, 204)
+  t.equal((await app.inject({ url: `/api/user/${user.id}`, headers: user.auth })).statusCode, 401, 'the first proof of the address ends the sessions made before it')
+  await signInAgain(user)
   const after = (await app.inject({ url: `/api/user/${user.id}`, headers: user.auth })).json()
   t.ok(Date.parse(after.emailVerifiedAt) > 0, `verified at ${after.emailVerifiedAt}`)
   assertProblem(t, await verify(token), 400, 'VERIFICATION_TOKEN_INVALID')
@@ -178,6 +180,7 @@ t.test('an address another account has: 409 CONFLICT when asked for, and when co
   // Once the address is free again, the same link works.
   t.equal((await app.inject({ method: 'DELETE', url: `/api/user/${taker.id}`, headers: taker.auth, payload: { password: taker.password } })).statusCode, 204)
   t.equal((await verify(tokenOf(link!))).statusCode, 204)
+  await signInAgain(user)
   t.match(await me(user), { email: wanted, pendingEmail: null })
 })
 
@@ -189,6 +192,7 @@ t.test('two confirmations of one link at once: one wins', async (t) => {
   const token = tokenOf(link!)
   const answers = await Promise.all(Array.from({ length: 4 }, async () => await verify(token)))
   t.same(answers.map((r) => r.statusCode).sort(), [204, 400, 400, 400])
+  await signInAgain(user)
   t.match(await me(user), { email: moved, pendingEmail: null })
 })
 

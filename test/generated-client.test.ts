@@ -73,7 +73,7 @@ export async function run (baseUrl: string, adminKey: string, png: Uint8Array<Ar
   note('register', registered.response)
   if (registered.data === undefined) fail('register', registered.response.status)
   const userId: number = registered.data.id
-  // Its address verified (as its link would): a factor needs it.
+  // Its address verified, the way its link would do it: a factor needs it.
   await verified(userId)
   const other = await api.POST('/api/user', { body: { username: 'x' + username, email: 'x' + username + '@example.com', password } })
   note('createUser', other.response)

@@ -747,7 +747,10 @@ t.test('each route answers every status it documents, and documents every status
     'POST /api/auth/mfa/passkey/options': ['/api/auth/mfa/passkey/options'],
     'POST /api/auth/mfa/passkey': ['/api/auth/mfa/passkey'],
     'POST /api/auth/passkey/login': ['/api/auth/passkey/login'],
+    'POST /api/security/totp': ['/api/security/totp', me.auth],
     'POST /api/security/totp/confirm': ['/api/security/totp/confirm', me.auth],
+    'POST /api/security/recovery-codes': ['/api/security/recovery-codes', me.auth],
+    'POST /api/security/passkey-options': ['/api/security/passkey-options', me.auth],
     'POST /api/security/totp/disable': ['/api/security/totp/disable', me.auth],
     'POST /api/security/passkeys': ['/api/security/passkeys', me.auth],
     'PATCH /api/security/passkeys/{id}': [`/api/security/passkeys/${keyId}`, me.auth]

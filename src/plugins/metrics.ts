@@ -120,19 +120,24 @@ async function metricsPlugin (app: FastifyInstance, options: MetricsOptions): Pr
     collect () { this.set(pool.options.max) }
   })
 
-  // One read of the backup state per scrape, shared by its gauges (collected one after another).
-  let backupRead: { at: number, state: Promise<BackupState[]> } | undefined
+  // One read of the backup state per scrape, shared by its gauges (prom-client collects them
+  // at once). A scrape never waits on a busy pool for it: past a second it shows the last
+  // state read (the read goes on, and the next scrape gets it), so /metrics answers while
+  // every connection is taken (what an overload alert needs).
+  let backupRead: Promise<BackupState[]> | undefined
+  let backupKnown: BackupState[] = []
   const backupState = async (): Promise<BackupState[]> => {
-    if (backupRead === undefined || Date.now() - backupRead.at > 1000) {
-      backupRead = {
-        at: Date.now(),
-        state: readBackupState(pool).catch((error: unknown) => {
-          app.log.warn({ err: error }, 'metrics: cannot read the backup state from the database')
-          return []
-        })
-      }
+    backupRead ??= readBackupState(pool).then((state) => { backupKnown = state; return state }, (error: unknown) => {
+      app.log.warn({ err: error }, 'metrics: cannot read the backup state from the database')
+      return backupKnown
+    }).finally(() => { backupRead = undefined })
+    let timer: NodeJS.Timeout | undefined
+    const late = new Promise<BackupState[]>((resolve) => { timer = setTimeout(() => { resolve(backupKnown) }, 1000).unref() })
+    try {
+      return await Promise.race([backupRead, late])
+    } finally {
+      clearTimeout(timer)
     }
-    return await backupRead.state
   }
   const backupGauge = (name: string, help: string, value: (state: BackupState) => number | undefined): void => {
     // eslint-disable-next-line no-new
