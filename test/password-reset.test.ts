@@ -123,7 +123,7 @@ t.test('a move to a new verified address voids the reset links sent to the old o
   const before = sink.received.length
   t.equal((await requestReset(user.email)).statusCode, 202)
   const [reset] = await mailsTo(user.email, before, 1)
-  const asked = await app.inject({ method: 'PATCH', url: `/api/user/${user.id}`, headers: user.auth, payload: { email: newEmail } })
+  const asked = await app.inject({ method: 'PATCH', url: `/api/user/${user.id}`, headers: user.auth, payload: { email: newEmail, currentPassword: user.password } })
   t.equal(asked.statusCode, 200, asked.body)
   const deadline = Date.now() + 10_000
   let verification: Received | undefined
