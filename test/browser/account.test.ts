@@ -8,7 +8,7 @@
  * in reading order.
  */
 import t from 'tap'
-import { chromiumAvailable, flow, site } from '../helpers/chromium.js'
+import { chromiumAvailable, flow, signUpInPage, site } from '../helpers/chromium.js'
 import { newUser } from '../helpers/build.js'
 
 if (chromiumAvailable(t)) {
@@ -21,14 +21,7 @@ if (chromiumAvailable(t)) {
 
     await flow(t, browser, 'sign up, then the profile shows the account', async (t, page, console) => {
       await page.goto('/')
-      await page.getByRole('heading', { name: 'Sign up' }).waitFor()
-      const form = page.locator('#signup')
-      await form.getByLabel('Username').fill(user.username)
-      await form.getByLabel('E-mail').fill(user.email)
-      await form.getByLabel('Name (optional)').fill(user.names)
-      await form.getByLabel('Password').fill(user.password)
-      await form.getByRole('button', { name: 'Sign up' }).click()
-      await t.resolves(page.getByRole('status').filter({ hasText: `Welcome, ${user.names}` }).waitFor())
+      await t.resolves(signUpInPage(page, user), 'signed up through the form')
       t.equal(await page.getByLabel('Name', { exact: true }).inputValue(), user.names)
       t.equal(await page.locator('#details-email').inputValue(), user.email)
       t.equal(await page.evaluate('document.cookie'), '', 'document.cookie cannot read the session cookies')

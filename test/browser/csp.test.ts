@@ -7,7 +7,7 @@
  */
 import t from 'tap'
 import type { BrowserContext } from 'playwright-core'
-import { chromiumAvailable, flow, site } from '../helpers/chromium.js'
+import { chromiumAvailable, flow, signUpInPage, site } from '../helpers/chromium.js'
 import { newUser } from '../helpers/build.js'
 
 /** Every `securitypolicyviolation` of the context's pages, kept in the page (`window.violations`). */
@@ -41,14 +41,7 @@ if (chromiumAvailable(t)) {
       t.equal(csp.get('style-src'), '\'self\'', 'styles from the service\'s own files only')
       t.equal(csp.get('script-src'), '\'self\'')
       t.notOk(csp.get('img-src')?.includes('validator.swagger.io'), 'the OpenAPI page\'s allowance stays on its own route')
-      await page.getByRole('heading', { name: 'Sign up' }).waitFor()
-      const form = page.locator('#signup')
-      await form.getByLabel('Username').fill(user.username)
-      await form.getByLabel('E-mail').fill(user.email)
-      await form.getByLabel('Name (optional)').fill(user.names)
-      await form.getByLabel('Password').fill(user.password)
-      await form.getByRole('button', { name: 'Sign up' }).click()
-      await t.resolves(page.getByRole('status').filter({ hasText: `Welcome, ${user.names}` }).waitFor(), 'signed up')
+      await t.resolves(signUpInPage(page, user), 'signed up')
       await page.locator('#profile').waitFor()
       t.equal(await page.locator('#details-email').inputValue(), user.email, 'the profile shows the account')
       // The style sheet applies: the hidden login form is not shown, the app's font is not the default.

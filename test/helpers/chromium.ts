@@ -133,3 +133,15 @@ export async function flow (t: Tap, context: BrowserContext, name: string, fn: (
     await page.close()
   })
 }
+
+/** Signs `user` up through the page's own form (the page shows it): resolves once the app welcomes them. */
+export async function signUpInPage (page: Page, user: { username: string, email: string, names: string, password: string }): Promise<void> {
+  await page.getByRole('heading', { name: 'Sign up' }).waitFor()
+  const form = page.locator('#signup')
+  await form.getByLabel('Username').fill(user.username)
+  await form.getByLabel('E-mail').fill(user.email)
+  await form.getByLabel('Name (optional)').fill(user.names)
+  await form.getByLabel('Password').fill(user.password)
+  await form.getByRole('button', { name: 'Sign up' }).click()
+  await page.getByRole('status').filter({ hasText: `Welcome, ${user.names}` }).waitFor()
+}
