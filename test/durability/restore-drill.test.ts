@@ -97,7 +97,7 @@ t.test('restore drill: point-in-time restore under a write load', { timeout: 3_5
     ADMIN_API_KEYS: ADMIN_KEY,
     // The drill's clients all come from one address and one user creates every product.
     RATE_LIMIT_AUTH_MAX: '1000000',
-    PRODUCTS_MAX_PER_USER: '10000000',
+    PRODUCTS_MAX_PER_USER: '1000000',
     MAX_EVENT_LOOP_DELAY_MS: '0',
     // Short enough for a test to wait for; the default is 60.
     WAL_ARCHIVE_TIMEOUT: '5',
