@@ -133,7 +133,9 @@ async function main (): Promise<void> {
       COMPOSE_PROFILES: '',
       // Registrations are the heaviest write; the load measures the database, not bcrypt.
       BCRYPT_COST: '4',
-      RATE_LIMIT_AUTH_MAX: '100000'
+      RATE_LIMIT_AUTH_MAX: '100000',
+      // One owner creates every product: its quota (1,000 by default) must not end the load.
+      PRODUCTS_MAX_PER_USER: '1000000'
     }))
   }
   const env = await readFile(path.join(dir, '.env'), 'utf8')
@@ -275,6 +277,17 @@ async function main (): Promise<void> {
     const orphans = await sql(leader, `SELECT count(*) FROM users u WHERE u.username LIKE 'fo\\_${project}\\_%' AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.kind = 'verify-email' AND (o.payload->>'userId')::int = u.id)`).catch((error: Error) => `? (${error.message.split('\n')[0]})`)
     log(`registrations without their e-mail in the outbox: ${orphans}`)
     if (orphans !== '0') fail(`registrations without their outbox message: ${orphans}`)
+
+    // Backups go on across the failover: the first primary's scheduler took a full backup into
+    // the shared repository, and the new primary archives its WAL there on its new timeline
+    // (`pgbackrest check` forces a segment switch and waits for it in the repository).
+    const backups = await run('docker', ['exec', container(leader), 'pgbackrest', 'info', '--output=json'], { timeoutMs: 60_000 })
+    const sets = backups.code === 0 ? ((JSON.parse(backups.stdout) as Array<{ backup?: unknown[] }>)[0]?.backup ?? []).length : 0
+    const check = await run('docker', ['exec', container(leader), 'pgbackrest', 'check'], { timeoutMs: 180_000 })
+    log(`pgBackRest on ${leader}: ${sets} backup(s) in the repository; check ${check.code === 0 ? 'passed' : `failed: ${check.stderr.slice(-500)}`}`)
+    if (sets < 1) fail(`no backup in the repository: ${backups.stdout.slice(0, 500)} ${backups.stderr.slice(-500)}`)
+    if (check.code !== 0) fail(`pgbackrest check on the new primary ${leader} failed: ${check.stdout.slice(-500)} ${check.stderr.slice(-500)}`)
+    figures.push(`pgBackRest after the failover: ${sets} backup(s); the new primary ${leader} archives (pgbackrest check passed: ${check.code === 0})`)
 
     const restarts = (await must('docker', ['inspect', '--format', '{{.RestartCount}} {{.State.StartedAt}}', ...apiIds])).trim().split('\n')
     if (restarts.some((r) => !r.startsWith('0 '))) fail(`the API restarted: ${restarts.join('; ')}`)

@@ -46,14 +46,25 @@ newest () {
     jq -r --arg s "$stanza" --arg t "$1" '[.[] | select(.name == $s) | .backup[]? | select($t == "any" or .type == $t) | .timestamp.stop] | max // 0'
 }
 
+# Under Patroni every member runs this beside PostgreSQL (deploy/ha/member.sh) with
+# BACKUP_WHEN_PRIMARY set to its REST API's /primary: only the current primary backs up and
+# records, and after a failover the new primary takes over the schedule from the repository.
+is_primary () { [ -z "${BACKUP_WHEN_PRIMARY:-}" ] || curl -fsS -o /dev/null -m 5 "$BACKUP_WHEN_PRIMARY"; }
+
 until pg_isready -q -h "$socket"; do sleep 2; done
 log "PostgreSQL is up; stanza $stanza, full every ${full_every}s, incremental every ${incr_every}s, check every ${check_every}s"
-until pgbackrest --stanza="$stanza" stanza-create; do
-  record "stanza-create failed (repository unreachable or not writable?)"
-  sleep "$check_every"
-done
+stanza_made=''
 
 while :; do
+  if ! is_primary; then sleep "$check_every"; continue; fi
+  if [ -z "$stanza_made" ]; then
+    if pgbackrest --stanza="$stanza" stanza-create; then stanza_made=1
+    else
+      record "stanza-create failed (repository unreachable or not writable?)"
+      sleep "$check_every"
+      continue
+    fi
+  fi
   now=$(date +%s)
   last_full=$(newest full); last_full=${last_full:-0}
   last_any=$(newest any); last_any=${last_any:-0}
