@@ -3,11 +3,15 @@
  * body through a type check and a hash into storage; the download, with validators, 304
  * and byte ranges; the removal; and the clean-up of files whose row is gone.
  *
- * Files are never left without a row: an upload is written under a fresh key and the row
- * is pointed at it afterwards (repository.ts); whatever key a statement replaced or
- * deleted is removed from storage once the statement has committed. A removal that fails
- * (storage down) is logged with its key and does not fail the request: the row already
- * says there is no image.
+ * A row never names a missing file: an upload is written under a fresh key and the row is
+ * pointed at it afterwards (repository.ts); whatever key a statement replaced or deleted is
+ * removed from storage once the statement has committed. A removal that fails (storage
+ * down) is logged with its key and does not fail the request: the row already says there
+ * is no image. What that leaves behind, and the upload whose process stopped between its
+ * file and its row, is removed by the sweep, every SWEEP_EVERY_MS on every replica: files
+ * under `products/` that no row names, older than SWEEP_GRACE_MS (an upload in progress
+ * is younger). A row that comes to name one meanwhile makes its removal fail (the foreign
+ * key products.image_key -> blobs.key), never lose the image.
  */
 import { randomBytes } from 'node:crypto'
 import { pipeline, type Readable } from 'node:stream'
@@ -28,6 +32,13 @@ export const ImageTooLarge = createError<[number]>('PAYLOAD_TOO_LARGE', 'Images 
 export const RangeNotSatisfiable = createError<[number]>('RANGE_NOT_SATISFIABLE', 'The Range header selects nothing of the %d bytes', 416)
 /** The creator's images would pass IMAGE_BYTES_MAX_PER_USER: 409 (docs/api.md, "Quotas"), until they remove some. */
 export const ImageQuotaExceeded = createError<[number, number]>('IMAGE_QUOTA_EXCEEDED', 'Your images may take %d bytes in all and your other images take %d: remove an image or product, or send a smaller one', 409)
+
+/** How often each replica looks for stored images that no product names. */
+export const SWEEP_EVERY_MS = 60 * 60_000
+/** Far longer than any upload may take (the request timeout), so a file about to be named is never one. */
+export const SWEEP_GRACE_MS = 60 * 60_000
+/** Files removed per sweep at most; the next sweep takes the rest. */
+const SWEEP_BATCH = 1000
 
 /** The image columns of a product row. */
 export interface ProductImageRow {
@@ -97,7 +108,7 @@ export function productImages (options: ProductImagesOptions) {
       try {
         await storage.remove(key)
       } catch (error) {
-        log.error({ err: error, key }, 'product image: cannot remove a file whose row is gone (remove it by hand)')
+        log.error({ err: error, key }, 'product image: cannot remove a file whose row is gone (the sweep retries)')
       }
     }
   }
@@ -139,6 +150,14 @@ export function productImages (options: ProductImagesOptions) {
 
   return {
     discard,
+
+    /** Removes stored images no product names, older than `graceMs`; resolves with how many were found. */
+    async sweep (graceMs = SWEEP_GRACE_MS): Promise<number> {
+      const keys = await repository.orphanImageKeys(graceMs, SWEEP_BATCH)
+      if (keys.length > 0) log.info({ count: keys.length }, 'product images: removing stored files that no product names')
+      await discard(...keys)
+      return keys.length
+    },
 
     /**
      * Reads the one file of a multipart request into storage and makes it product `id`'s
@@ -249,7 +268,7 @@ export type ProductImages = ReturnType<typeof productImages>
 
 declare module 'fastify' {
   interface FastifyInstance {
-    /** Product images: upload, download, removal, and the removal of files whose rows are gone. */
+    /** Product images: upload, download, removal, and the removal of files whose rows are gone (at once, and by the sweep). */
     productImages: ProductImages
   }
 }
@@ -262,11 +281,16 @@ export interface ProductImagesPluginOptions {
 }
 
 export default fp(async function productImagesPlugin (app: FastifyInstance, options: ProductImagesPluginOptions) {
-  app.decorate('productImages', productImages({
+  const images = productImages({
     storage: app.storage,
     repository: app.productsRepository,
     maxBytes: options.imageMaxBytes,
     bytesPerUser: options.imageBytesPerUser,
     log: app.log
-  }))
+  })
+  app.decorate('productImages', images)
+  const sweep = setInterval(() => {
+    images.sweep().catch((error: unknown) => { app.log.error({ err: error }, 'product images: the sweep of unnamed files failed (the next one retries)') })
+  }, SWEEP_EVERY_MS).unref()
+  app.addHook('onClose', async () => { clearInterval(sweep) })
 }, { name: 'product-images', fastify: '5.x', dependencies: ['products-repository', 'storage'] })

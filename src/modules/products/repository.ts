@@ -7,8 +7,8 @@
  *   user are counted one after another, and a deletion of the user waits (then takes the new
  *   product with it, ON DELETE CASCADE).
  * - images: each statement hands back the storage key it replaced or deleted, read under
- *   the row lock, so that no stored file is ever left without a row (docs/api.md, "Product
- *   images": no orphan files). An attach is `SELECT ... FOR UPDATE` then `UPDATE` in one
+ *   the row lock, so that the file is removed once the statement commits (images.ts, whose
+ *   sweep removes what that misses). An attach is `SELECT ... FOR UPDATE` then `UPDATE` in one
  *   statement: two uploads to one product each get the key the other replaced, never the
  *   same one twice. The image bytes a user stores (IMAGE_BYTES_MAX_PER_USER, docs/api.md
  *   "Quotas") are summed under the creator's row lock, in a statement of their own (so the
@@ -69,6 +69,12 @@ const DETACH_SQL = `
 const BYTES_USED_SQL = 'SELECT COALESCE(sum(image_size) FILTER (WHERE id <> $2), 0)::float8 AS used FROM products WHERE creator_id = $1'
 
 const OWNER_SQL = 'SELECT creator_id AS "creatorId", image_key AS "imageKey" FROM products WHERE id = $1'
+
+// Image blobs older than $1 ms that no product names (a read of storage's table; storage deletes).
+const ORPHAN_IMAGES_SQL = `SELECT b.key FROM blobs b
+  WHERE b.key LIKE 'products/%' AND b.created_at < now() - make_interval(secs => $1 / 1000.0)
+    AND NOT EXISTS (SELECT 1 FROM products p WHERE p.image_key = b.key)
+  ORDER BY b.id LIMIT $2`
 
 /** CSV bytes of a row besides its title and description: ids, amount, two dates, the image URL, quotes, commas, CRLF. */
 const CSV_ROW_BYTES = 128
@@ -205,6 +211,16 @@ function productsRepository (prisma: PrismaClient, { maxPerUser }: ProductsRepos
       // No row changed, or no room: say why (not found and forbidden win over the quota).
       const why = await whyNot(id, creatorId)
       return attached != null && why.outcome === 'no-image' ? { outcome: 'quota', used: attached.used } : why
+    },
+
+    /**
+     * Up to `limit` keys of stored images that no product names and that are older than
+     * `olderThanMs`: uploads whose process stopped before the row named them, and images
+     * whose removal failed after their row let go of them.
+     */
+    async orphanImageKeys (olderThanMs: number, limit: number): Promise<string[]> {
+      const rows = await db.rows<{ key: string }>('product-image-orphans', ORPHAN_IMAGES_SQL, [olderThanMs, limit])
+      return rows.map((row) => row.key)
     },
 
     /** Clears the image of `creatorId`'s product `id`; `previousKey` is the file to remove. */
