@@ -7,7 +7,7 @@
  *
  * The two are run in alternation, size by size, so that both see the same machine load.
  * Writes results to bench/README.md ("Image storage"). `npx tsx bench/images.ts`
- * (IMAGES_ROUNDS=n, default 20 operations per size and storage).
+ * (IMAGES_ROUNDS=n, default 20 operations per size and storage; BENCH_WRITE=0 prints only).
  */
 import { randomBytes } from 'node:crypto'
 import { mkdtemp, rm } from 'node:fs/promises'
@@ -21,10 +21,11 @@ import { sql } from '../src/db/sql.js'
 import { PgBlobStorage, type BlobStorage } from '../src/storage/blob-storage.js'
 import { benchDatabase } from './lib/database.js'
 import { FileBlobStorage } from './lib/file-blob-storage.js'
-import { describeMachine, machine } from './lib/machine.js'
-import { markdownTable, writeSection } from './lib/report.js'
+import { describeMachine, formatLoad, machine } from './lib/machine.js'
+import { markdownTable, percent, writeSection } from './lib/report.js'
 
 const ROUNDS = Number(process.env.IMAGES_ROUNDS ?? 20)
+const WRITE = process.env.BENCH_WRITE !== '0'
 const SIZES = [100 * 1024, 1024 * 1024, 10 * 1024 * 1024]
 const README = path.join(path.dirname(fileURLToPath(import.meta.url)), 'README.md')
 
@@ -46,8 +47,10 @@ function quantile (values: number[], q: number): number {
 }
 
 const ms = (v: number): string => v.toFixed(v < 10 ? 2 : 1)
-const mibs = (bytes: number, times: number[]): string => (bytes * times.length / 1048576 / (times.reduce((a, b) => a + b, 0) / 1000)).toFixed(0)
+const throughput = (bytes: number, times: number[]): number => bytes * times.length / 1048576 / (times.reduce((a, b) => a + b, 0) / 1000)
+const mibs = (bytes: number, times: number[]): string => throughput(bytes, times).toFixed(0)
 
+const startedAt = new Date()
 const before = machine()
 const database = await benchDatabase()
 const prisma = createPrismaClient({ url: database.url, poolSize: 4 })
@@ -57,6 +60,7 @@ await files.init()
 const storages: Record<'PostgreSQL' | 'files', BlobStorage> = { PostgreSQL: new PgBlobStorage(sql(prisma)), files }
 const rows: string[][] = []
 const sizeRows: string[][] = []
+const ratioRows: string[][] = []
 const pool = (await import('../src/db/client.js')).sqlPool(prisma)
 try {
   for (const size of SIZES) {
@@ -81,11 +85,16 @@ try {
       const { put, get, range } = times[name]!
       rows.push([`${size / 1024} KiB`, name, mibs(size, put), ms(quantile(put, 0.5)), ms(quantile(put, 0.99)), mibs(size, get), ms(quantile(get, 0.5)), ms(quantile(get, 0.99)), ms(quantile(range, 0.5))])
     }
+    const pg = times.PostgreSQL!
+    const fs = times.files!
+    ratioRows.push([`${size / 1024} KiB`, percent(throughput(size, pg.put) / throughput(size, fs.put)), percent(throughput(size, pg.get) / throughput(size, fs.get)), percent(quantile(pg.range, 0.5) / quantile(fs.range, 0.5))])
     const { rows: [row] } = await pool.query<{ total: string, blobs: string }>(
       "SELECT (pg_total_relation_size('blobs') + pg_total_relation_size('blob_chunks'))::text AS total, (SELECT count(*) FROM blobs)::text AS blobs")
-    sizeRows.push([`${size / 1024} KiB`, row!.blobs, `${(Number(row!.total) / 1048576).toFixed(1)} MiB`])
-    // Each size measured alone: the next starts from empty tables.
-    await pool.query('TRUNCATE blobs, blob_chunks')
+    const total = Number(row!.total)
+    const images = Number(row!.blobs)
+    sizeRows.push([`${size / 1024} KiB`, String(images), `${(total / 1048576).toFixed(2)} MiB`, `${(total / images / 1024).toFixed(1)} KiB`, `${(total / (size * images) * 100 - 100).toFixed(1)}%`])
+    // Each size measured alone: the next starts from empty tables (DELETE: products' foreign key refuses TRUNCATE; the chunks cascade).
+    await pool.query('DELETE FROM blobs')
     await pool.query('VACUUM FULL blobs, blob_chunks')
   }
 } finally {
@@ -94,18 +103,16 @@ try {
   await database.drop()
 }
 const after = machine()
-const sizeTable = markdownTable(['image size', 'images', 'blobs + blob_chunks (TOAST, indexes)', 'beyond the images\' bytes'], sizeRows.map((r, i) => {
-  const stored = SIZES[i]! * Number(r[1])
-  return [...r, `${((Number.parseFloat(r[2]!) * 1048576) / stored * 100 - 100).toFixed(1)}%`]
-}))
-writeSection(README, 'images', [
-  `Command: \`npx tsx bench/images.ts\` (${ROUNDS} operations per size and storage, the two in alternation). Database: ${database.description}; pool of 4. Files: ${os.tmpdir()} (no fsync either).`,
-  `Machine: ${describeMachine(before)}; load after: ${after.load.map((v) => v.toFixed(2)).join(' / ')}.`,
+const report = [
+  `Measured ${startedAt.toISOString().slice(0, 16).replace('T', ' ')} UTC on ${describeMachine(before)}; load average at the start ${formatLoad(before.load)}, at the end ${formatLoad(after.load)}.`,
+  `Command: \`IMAGES_ROUNDS=${ROUNDS} npx tsx bench/images.ts\` (${ROUNDS} operations per size and storage, the two in alternation). Database: ${database.description}; pool of 4. Files: ${os.tmpdir()} (no fsync either).`,
   '',
   markdownTable(['image', 'storage', 'upload MiB/s', 'upload p50 ms', 'upload p99 ms', 'download MiB/s', 'download p50 ms', 'download p99 ms', '64 KiB range p50 ms'], rows),
   '',
-  sizeTable,
+  markdownTable(['image', 'upload MiB/s, PostgreSQL / files', 'download MiB/s, PostgreSQL / files', '64 KiB range p50 time, PostgreSQL / files'], ratioRows),
+  '',
+  markdownTable(['image size', 'images', 'blobs + blob_chunks (TOAST, indexes)', 'per image', 'beyond the images\' bytes'], sizeRows),
   ''
-].join('\n'))
-console.log(rows.map((r) => r.join('\t')).join('\n'))
-console.log(sizeRows.map((r) => r.join('\t')).join('\n'))
+].join('\n')
+if (WRITE) writeSection(README, 'images', report)
+console.log(report)
