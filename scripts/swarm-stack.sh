@@ -12,6 +12,8 @@
 #
 # Settings: SWARM_LAB (path of swarm-lab.sh), API_IMAGE (host tag to build and run,
 # f-swarm-api:lab), SWARM_BUILD=0 (use API_IMAGE as it is, no build),
+# RATE_LIMIT_AUTH_MAX and PRODUCTS_MAX_PER_USER (the service's defaults when unset; the test
+# raises them: its load logs in from one address and creates thousands of products),
 # MAX_EVENT_LOOP_DELAY_MS (1000 here, 200 in production: on this shared 2-core machine, at
 # load averages of 30-40, the default made every replica's readiness flap 503 and each
 # node's proxy took all replicas out at once now and then).
@@ -45,6 +47,7 @@ deploy () {
   sh "$lab" put "$root/deploy" >/dev/null
   on_manager env API_IMAGE="$image" IMAGE_PREFIX=lab-swreg:5000/lab/ PUBLIC_URL=http://localhost:8080 \
     MAX_EVENT_LOOP_DELAY_MS="${MAX_EVENT_LOOP_DELAY_MS:-1000}" API_UPDATE_MONITOR="${API_UPDATE_MONITOR:-10s}" \
+    RATE_LIMIT_AUTH_MAX="${RATE_LIMIT_AUTH_MAX:-}" PRODUCTS_MAX_PER_USER="${PRODUCTS_MAX_PER_USER:-}" \
     sh -c "cd /stack && docker stack deploy --resolve-image never -c stack.yml $stack" >/dev/null
 }
 
