@@ -11,7 +11,8 @@
 #   scripts/swarm-stack.sh down          everything removed (nodes, their volumes, the registry)
 #
 # Settings: SWARM_LAB (path of swarm-lab.sh), API_IMAGE (host tag to build and run,
-# f-swarm-api:lab), SWARM_BUILD=0 (use API_IMAGE as it is, no build),
+# f-swarm-api:lab), DB_IMAGE (the same for deploy/postgres/Dockerfile, f-swarm-db:lab),
+# SWARM_BUILD=0 (use both images as they are, no build),
 # RATE_LIMIT_AUTH_MAX and PRODUCTS_MAX_PER_USER (the service's defaults when unset; the test
 # raises them: its load logs in from one address and creates thousands of products),
 # MAX_EVENT_LOOP_DELAY_MS (1000 here, 200 in production: on this shared 2-core machine, at
@@ -26,15 +27,17 @@ done
 [ -f "$lab" ] || { echo "swarm-lab.sh not found (set SWARM_LAB)" >&2; exit 2; }
 offline=$(dirname "$lab")/offline-base-images.sh
 api_image=${API_IMAGE:-f-swarm-api:lab}
+db_image=${DB_IMAGE:-f-swarm-db:lab}
 stack=ups
 manager=lab-swnode1
-bases="postgres:17-alpine redis:7-alpine haproxy:3.0-alpine"
+# The images the stack runs as they are; postgres:17-bookworm is the database image's base.
+bases="redis:7-alpine haproxy:3.0-alpine"
 
 on_manager () { docker exec -i "$manager" "$@"; }
 
 base_images () {
   missing=""
-  for im in $bases; do docker image inspect "$im" >/dev/null 2>&1 || docker pull -q "$im" >/dev/null 2>&1 || missing="$missing $im"; done
+  for im in $bases postgres:17-bookworm; do docker image inspect "$im" >/dev/null 2>&1 || docker pull -q "$im" >/dev/null 2>&1 || missing="$missing $im"; done
   # shellcheck disable=SC2086
   [ -z "$missing" ] || bash "$offline" $missing
 }
@@ -45,7 +48,7 @@ load () { sh "$lab" load "$1" | tail -1; }
 deploy () {
   image=$1
   sh "$lab" put "$root/deploy" >/dev/null
-  on_manager env API_IMAGE="$image" IMAGE_PREFIX=lab-swreg:5000/lab/ PUBLIC_URL=http://localhost:8080 \
+  on_manager env API_IMAGE="$image" DB_IMAGE="$db" IMAGE_PREFIX=lab-swreg:5000/lab/ PUBLIC_URL=http://localhost:8080 \
     MAX_EVENT_LOOP_DELAY_MS="${MAX_EVENT_LOOP_DELAY_MS:-1000}" API_UPDATE_MONITOR="${API_UPDATE_MONITOR:-10s}" \
     RATE_LIMIT_AUTH_MAX="${RATE_LIMIT_AUTH_MAX:-}" PRODUCTS_MAX_PER_USER="${PRODUCTS_MAX_PER_USER:-}" \
     sh -c "cd /stack && docker stack deploy --resolve-image never -c stack.yml $stack" >/dev/null
@@ -76,8 +79,12 @@ up)
   n=${2:-3}
   sh "$lab" up "$n" >/dev/null
   base_images
-  [ "${SWARM_BUILD:-1}" = 0 ] || docker build -q -t "$api_image" "$root" >/dev/null
+  [ "${SWARM_BUILD:-1}" = 0 ] || {
+    docker build -q -t "$api_image" "$root" >/dev/null
+    docker build -q -t "$db_image" -f "$root/deploy/postgres/Dockerfile" "$root/deploy" >/dev/null
+  }
   for im in $bases; do load "$im" >/dev/null; done
+  db=$(load "$db_image")
   api=$(load "$api_image")
   on_manager docker node update --label-add db=true "$manager" >/dev/null
   for s in secret:48 db_password:24 admin_api_keys:32; do
@@ -92,6 +99,7 @@ up)
   wait_ready
   echo "$api" ;;
 deploy)
+  db=$(load "$db_image")
   api=$(load "$2")
   deploy "$api"
   echo "$api" ;;

@@ -10,8 +10,9 @@
  * - node 2 lost (its container stopped): replicas rescheduled (the time is measured), failed
  *   requests counted and bounded; node 2 started again rejoins and takes a task;
  * - afterwards every acknowledged write reads back, every uploaded image reads back with its
- *   bytes through every node's proxy, and the per-account login limit and the admin-key
- *   budget hold over the replicas on all nodes (Redis).
+ *   bytes through every node's proxy, the database's node holds a full backup and archives
+ *   its WAL (pgBackRest), and the per-account login limit and the admin-key budget hold over
+ *   the replicas on all nodes (Redis).
  * Figures (times, failures, memory per node; in long mode req/s with 1, 2 and 3 replicas, one
  * per node) are printed as `# figure ...` lines (docs/deployment.md, "Docker Swarm").
  *
@@ -214,6 +215,22 @@ t.test('the stack on a three-node swarm', { timeout: long ? 3_600_000 : 1_200_00
   for (const b of bases) {
     t.same(await unreadableImages(b, imagesDone.uploaded), [], `every uploaded image (${imagesDone.uploaded.length}) reads back with its bytes through ${b}`)
   }
+
+  await t.test('the database is backed up on its node: a full backup, and the WAL archived', async (t) => {
+    let id = ''
+    let sets = 0
+    await waitFor('a full backup in the repository', async () => {
+      id = (await manager('ps', '-q', '-f', `name=${STACK}_backup`)).stdout.trim().split('\n')[0] ?? ''
+      if (id === '') return false
+      const info = await manager('exec', id, 'pgbackrest', 'info', '--output=json')
+      const list = (JSON.parse(info.stdout) as Array<{ backup?: Array<{ type: string }> }>)[0]?.backup ?? []
+      sets = list.length
+      return list.some((b) => b.type === 'full')
+    }, 300_000)
+    t.ok(sets >= 1, `${sets} backup(s), a full one among them`)
+    const check = await manager('exec', id, 'pgbackrest', 'check')
+    t.equal(check.code, 0, `pgbackrest check (a WAL switch archived into the repository): ${check.stderr.slice(-300)}`)
+  })
 
   await t.test('the login limit and the admin-key budget hold over all nodes (Redis)', async (t) => {
     const victim = users[0]!
