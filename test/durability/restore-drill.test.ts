@@ -1,9 +1,12 @@
 /**
  * The restore drill (docs/operations.md, "Backups and point-in-time recovery"), on the
- * repository's own docker-compose.yml and images: under a write load of registrations and
- * product creations through the proxy, take a full backup (the documented "backup now"
- * command), keep writing, note an instant T, keep writing until the WAL past T is archived,
- * then destroy the database (its container and its volume) while the load still runs.
+ * repository's own docker-compose.yml and images: under a write load of registrations,
+ * product creations and image uploads (300 KiB each, stored in the database) through the
+ * proxy, take a full backup (the documented "backup now" command), keep writing, note an
+ * instant T, keep writing until the WAL past T is archived, then destroy the database (its
+ * container and its volume) while the load still runs. Between the backup and T the
+ * repository is unreachable for a while: writes go on, /metrics says archiving fails, and
+ * the WAL of that stretch is archived once it is back (the restore replays through it).
  * `docker compose run --rm db-restore --target T` first refuses a time no backup covers
  * (the database untouched), then restores; `docker compose up -d` starts the service on
  * the restored data. Every write acknowledged before T is there, none sent after T is
@@ -15,7 +18,7 @@
  * Long mode: DRILL_SEED_ROWS=100000 adds that many users and products (SQL, before the
  * full backup) and reports the restore time (RTO); figures in docs/operations.md.
  */
-import { randomBytes } from 'node:crypto'
+import { createHash, randomBytes } from 'node:crypto'
 import { readFile, rm, writeFile } from 'node:fs/promises'
 import path from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -28,7 +31,21 @@ const project = `e1drill${randomBytes(4).toString('hex')}`
 const SEED_ROWS = Number(process.env.DRILL_SEED_ROWS ?? 0)
 const ADMIN_KEY = randomBytes(24).toString('hex')
 
-interface Write { kind: 'user' | 'product', key: string, sent: number, acked: number }
+interface Write { kind: 'user' | 'product' | 'image', key: string, sent: number, acked: number }
+
+/** A product image of 300 KiB (two of the database's 256 KiB chunks), different every time. */
+function image (): { bytes: Buffer, sha: string } {
+  const bytes = Buffer.concat([PNG_SIGNATURE, randomBytes(300 * 1024)])
+  return { bytes, sha: createHash('sha256').update(bytes).digest('hex') }
+}
+const PNG_SIGNATURE = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a])
+
+/** The SHA-256 of a product's image as the service serves it, undefined when it has none. */
+async function servedImage (base: string, productId: string): Promise<string | undefined> {
+  const res = await fetch(`${base}/api/product/${productId}/image`, { signal: AbortSignal.timeout(15_000) })
+  if (res.status !== 200) return undefined
+  return createHash('sha256').update(Buffer.from(await res.arrayBuffer())).digest('hex')
+}
 
 function setEnv (text: string, values: Record<string, string>): string {
   for (const [name, value] of Object.entries(values)) {
@@ -132,28 +149,72 @@ t.test('restore drill: point-in-time restore under a write load', { timeout: 3_5
     t.comment(`seeded ${SEED_ROWS} users and ${SEED_ROWS} products in ${Date.now() - started} ms; database size ${await psql("SELECT pg_size_pretty(pg_database_size('app'))")}`)
   }
 
-  // The write load: registrations and product creations, each with its send and ack times.
+  // The write load: registrations, product creations and image uploads (onto the worker's
+  // last product), each with its send and ack times.
   const writes: Write[] = []
   const state = { running: true, failures: 0 }
   const worker = async (w: number): Promise<void> => {
+    let lastProduct: string | undefined
     for (let n = 0; state.running; n++) {
       const sent = Date.now()
-      if (n % 2 === 0) {
+      if (n % 3 === 2 && lastProduct !== undefined) {
+        const { bytes, sha } = image()
+        const form = new FormData()
+        form.append('image', new Blob([bytes], { type: 'image/png' }), 'drill.png')
+        const res = await fetch(`${base}/api/product/${lastProduct}/image`, { method: 'POST', headers: { authorization: `Bearer ${token}` }, body: form, signal: AbortSignal.timeout(15_000) }).catch(() => undefined)
+        if (res?.status === 201) writes.push({ kind: 'image', key: `${lastProduct}:${sha}`, sent, acked: Date.now() })
+        else { state.failures++; await sleep(200) }
+        await res?.arrayBuffer().catch(() => undefined)
+      } else if (n % 3 === 0) {
         const username = `drill_${w}_${n}_${project}`
         const r = await call(base, 'POST', '/api/user', { body: { username, email: `${username}@example.com`, password: 'drill user password' }, timeoutMs: 10_000 })
         if (isAnswer(r) && r.status === 201) writes.push({ kind: 'user', key: username, sent, acked: Date.now() })
         else { state.failures++; await sleep(200) }
       } else {
         const r = await call(base, 'POST', '/api/product', { body: { title: `drill ${w} ${n}`, amount: n }, token, timeoutMs: 10_000 })
-        if (isAnswer(r) && r.status === 201) writes.push({ kind: 'product', key: String(r.json.id), sent, acked: Date.now() })
-        else { state.failures++; await sleep(200) }
+        if (isAnswer(r) && r.status === 201) {
+          lastProduct = String(r.json.id)
+          writes.push({ kind: 'product', key: lastProduct, sent, acked: Date.now() })
+        } else { state.failures++; await sleep(200) }
       }
     }
   }
   const load = Promise.all([0, 1, 2, 3].map(worker))
+  // The RPO as it happens: how old the newest archived segment gets while writes go on (a lost
+  // disk loses the writes after it), sampled every second outside the repository's outage.
+  const rpo = { max: 0, samples: 0, paused: false, running: true }
+  const sampler = (async () => {
+    while (rpo.running) {
+      const age = rpo.paused ? undefined : sample(await scrape(base), 'wal_archive_last_success_age_seconds')
+      if (age !== undefined && !rpo.paused) { rpo.max = Math.max(rpo.max, age); rpo.samples++ }
+      await sleep(1000)
+    }
+  })()
 
   const backup = await dc(['exec', '-T', 'backup', 'pgbackrest', 'backup', '--type=full'])
   t.equal(backup.code, 0, `a full backup under the load (docker compose exec backup pgbackrest backup --type=full): ${backup.stderr.slice(-500)}`)
+  // The repository becomes unreachable for a while (its directory unreadable to PostgreSQL
+  // and the scheduler) with the load still writing: the service keeps answering, /metrics
+  // says archiving fails, and once it is back the WAL piled up in pg_wal is archived: the
+  // restore to T below replays through that stretch, so none of it was lost.
+  await t.test('the repository unreachable for a while: writes go on, the metric says so, archiving catches up', async (t) => {
+    rpo.paused = true
+    t.equal((await dc(['exec', '-T', '-u', 'root', 'db', 'chmod', '000', '/var/lib/pgbackrest'])).code, 0, 'repository made unreachable')
+    const ackedBefore = writes.length
+    await waitFor('wal_archive_failing 1 in /metrics', 120_000, async () => sample(await scrape(base), 'wal_archive_failing') === 1)
+    t.pass('/metrics: wal_archive_failing 1')
+    await sleep(5000)
+    t.ok(writes.length > ackedBefore, `writes acknowledged meanwhile: ${writes.length - ackedBefore}`)
+    const logs = await dc(['logs', '--no-color', '--tail', '200', 'db'])
+    t.match(logs.stdout + logs.stderr, /archive command failed|archive-push/, 'the database log says the archive command fails')
+    t.equal((await dc(['exec', '-T', '-u', 'root', 'db', 'chmod', '750', '/var/lib/pgbackrest'])).code, 0, 'repository back')
+    await waitFor('archiving caught up in /metrics', 180_000, async () => {
+      const text = await scrape(base)
+      return sample(text, 'wal_archive_failing') === 0 && (sample(text, 'wal_archive_last_success_age_seconds') ?? 999) < 15
+    })
+    t.pass('/metrics: wal_archive_failing 0, a segment archived in the last 15 s')
+    rpo.paused = false
+  })
   await sleep(5000)
   const T = new Date()
   t.comment(`T = ${T.toISOString()}, ${writes.length} writes acknowledged so far`)
@@ -176,6 +237,9 @@ t.test('restore drill: point-in-time restore under a write load', { timeout: 3_5
   })
 
   // The disaster: the database's container and its volume are gone, the API still running.
+  rpo.running = false
+  await sampler
+  t.comment(`RPO measured: the newest archived WAL segment was at most ${rpo.max.toFixed(1)} s old over ${rpo.samples} samples under the load (WAL_ARCHIVE_TIMEOUT=5)`)
   const lost = Date.now()
   t.equal((await dc(['rm', '-sf', 'db', 'backup'])).code, 0, 'db and backup removed')
   const volume = await run('docker', ['volume', 'rm', `${project}_pgdata`])
@@ -198,9 +262,22 @@ t.test('restore drill: point-in-time restore under a write load', { timeout: 3_5
   await t.test('every write acknowledged before T is there, none sent after T', async (t) => {
     const users = new Set((await psql('SELECT username FROM users WHERE username LIKE \'drill\\_%\'')).split('\n').filter(Boolean))
     const products = new Set((await psql('SELECT id FROM products WHERE title LIKE \'drill %\'')).split('\n').filter(Boolean))
-    const present = (w: Write): boolean => (w.kind === 'user' ? users : products).has(w.key)
-    const before = writes.filter((w) => w.acked < T.getTime())
+    // An image is there when its product serves exactly its bytes (the last image uploaded
+    // onto a product before T replaces any earlier one: those are not expected).
+    const served = new Map<string, string | undefined>()
+    for (const w of writes.filter((w) => w.kind === 'image')) {
+      const id = w.key.split(':')[0]!
+      if (!served.has(id)) served.set(id, await servedImage(base, id))
+    }
+    const present = (w: Write): boolean => w.kind === 'image'
+      ? served.get(w.key.split(':')[0]!) === w.key.split(':')[1]
+      : (w.kind === 'user' ? users : products).has(w.key)
+    const lastImageBeforeT = new Map<string, Write>()
+    for (const w of writes) if (w.kind === 'image' && w.acked < T.getTime()) lastImageBeforeT.set(w.key.split(':')[0]!, w)
+    const before = writes.filter((w) => w.acked < T.getTime() && (w.kind !== 'image' || lastImageBeforeT.get(w.key.split(':')[0]!) === w))
     const after = writes.filter((w) => w.sent > T.getTime())
+    const images = before.filter((w) => w.kind === 'image').length
+    t.ok(images >= 3, `images uploaded before T: ${images} (each product's last), ${after.filter((w) => w.kind === 'image').length} after`)
     const straddling = writes.length - before.length - after.length
     t.ok(before.length >= 10 && after.length >= 10, `writes on both sides of T: ${before.length} before, ${after.length} after, ${straddling} in flight at T`)
     const missing = before.filter((w) => !present(w))
