@@ -53,10 +53,10 @@ async function firstExisting (files: string[]): Promise<string | undefined> {
   return undefined
 }
 
-/** The base images the Dockerfiles and the compose file name, with default build arguments. */
+/** The base images the Dockerfiles (the HA database's too) and the compose file name, with default build arguments. */
 async function baseImages (): Promise<string[]> {
   const fromDockerfile: string[] = []
-  for (const file of ['Dockerfile', 'deploy/postgres/Dockerfile']) {
+  for (const file of ['Dockerfile', 'deploy/postgres/Dockerfile', 'deploy/ha/Dockerfile', 'deploy/ha/proxy.Dockerfile']) {
     const dockerfile = await readFile(path.join(PROJECT_ROOT, file), 'utf8')
     const args = Object.fromEntries([...dockerfile.matchAll(/^ARG (\w+)=(\S+)/gm)].map((m) => [m[1], m[2]]))
     fromDockerfile.push(...[...dockerfile.matchAll(/^FROM (\S+)/gm)].map((m) => m[1]!.replace(/\$\{(\w+)\}/g, (_, name: string) => args[name] ?? '')))
