@@ -143,10 +143,12 @@ t.test('ADMIN_API_KEYS empty: the admin routes refuse every key', async (t) => {
   const logs: string[] = []
   const logStream = new Writable({ write (chunk, _encoding, done) { logs.push(String(chunk)); done() } })
   const app = await build(t, { env: { ADMIN_API_KEYS: ' , ', LOG_LEVEL: 'warn' }, logStream })
-  t.match(logs.join(''), /ADMIN_API_KEYS is empty: the admin routes refuse every request/, 'a warning at start')
-  const res = await app.inject({ url: '/api/admin/users', headers: admin(CURRENT) })
-  t.equal(res.statusCode, 401)
-  t.equal(res.json().code, 'API_KEY_INVALID')
+  t.equal(logs.join('').match(/ADMIN_API_KEYS is empty: the admin routes and \/metrics refuse every request/g)?.length, 1, 'one warning at start')
+  for (const url of ['/api/admin/users', '/metrics']) {
+    const res = await app.inject({ url, headers: admin(CURRENT) })
+    t.equal(res.statusCode, 401, url)
+    t.equal(res.json().code, 'API_KEY_INVALID')
+  }
 })
 
 t.test('weak ADMIN_API_KEYS stop the configuration load (ConfigError), naming the key by position', async (t) => {

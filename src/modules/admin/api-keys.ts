@@ -7,7 +7,6 @@
  */
 import createError from '@fastify/error'
 import { normalizeIP } from '@fastify/rate-limit'
-import type { FastifyBaseLogger } from 'fastify'
 import { parseApiKeys } from '../../lib/api-keys.js'
 import { MemoryAttemptStore, STORE_RETRY_AFTER_S, type AttemptStore, type ReserveResult } from '../../lib/attempts.js'
 import { ServiceUnavailable } from '../../lib/problem.js'
@@ -55,7 +54,8 @@ export interface KeyFailureLimit {
 }
 
 /**
- * Key-auth options for the admin routes. With no keys configured, every request is refused.
+ * Key-auth options for the admin routes and /metrics. With no keys configured, every request
+ * is refused (adminRoutes warns of it once, as these options are built once per guarded scope).
  * Wrong keys are limited per client: each key check first reserves an attempt on the
  * client's budget (`failures`), and a right key gives it back at once, so only wrong keys
  * use it, at most `max` keys are ever checked per window however concurrent, and a right
@@ -63,10 +63,9 @@ export interface KeyFailureLimit {
  * Retry-After until the window ends, also with the right key (otherwise the 200 would
  * still tell a right guess). A missing key is not a guess and is not counted.
  */
-export function adminKeyAuthOptions (adminApiKeys: string, log: FastifyBaseLogger, failures: KeyFailureLimit): KeyAuthPluginOptions {
+export function adminKeyAuthOptions (adminApiKeys: string, failures: KeyFailureLimit): KeyAuthPluginOptions {
   const keys = parseApiKeys(adminApiKeys)
   const keySet = keys.length === 0 ? undefined : createKeySet(keys)
-  if (keySet === undefined) log.warn('ADMIN_API_KEYS is empty: the admin routes refuse every request')
   const store = failures.store ?? new MemoryAttemptStore()
   const max = failures.max ?? KEY_FAILURES_MAX
   const timeWindow = failures.timeWindow ?? KEY_FAILURES_WINDOW_MS
