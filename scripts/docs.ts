@@ -29,11 +29,11 @@ function documents (): string[] {
 
 // ---- routes ----
 
-interface Operation { summary?: string, security?: Array<Record<string, unknown>>, responses: Record<string, { content?: Record<string, unknown> }> }
+interface Operation { summary?: string, security?: Array<Record<string, unknown>>, responses: Record<string, { content?: Record<string, { examples?: Record<string, { value: { code?: string } }> }> }> }
 
 const SCHEMES: Record<string, string> = { bearerAuth: 'JWT', cookieAuth: 'session cookie', adminApiKey: 'admin key' }
 
-async function openapiDocument (): Promise<{ paths: Record<string, Record<string, Operation>> }> {
+export async function openapiDocument (): Promise<{ paths: Record<string, Record<string, Operation>> }> {
   const { buildApp } = await import('../src/app.js')
   const { loadConfig } = await import('../src/config.js')
   const config = loadConfig({ NODE_ENV: 'test', LOG_LEVEL: 'silent', SECRET: 'a'.repeat(48) }, false)

@@ -23,9 +23,11 @@ t.test('admin routes', async (t) => {
       ['wrong key', admin('admin-key-wrong-0123456789'), 'API_KEY_INVALID', 'Invalid or expired API Key'],
       ['a key one character short', admin(CURRENT.slice(0, -1)), 'API_KEY_INVALID', 'Invalid or expired API Key']
     ]
+    // Each case from its own client address: ten wrong keys from one would be a 429.
+    let client = 0
     for (const [name, headers, code, detail] of cases) {
-      for (const [method, url] of [['GET', '/api/admin/users'], ['DELETE', '/api/admin/users/1'], ['DELETE', '/api/admin/products/1']] as const) {
-        const res = await app.inject({ method, url, headers })
+      for (const [method, url] of [['GET', '/api/admin/users'], ['DELETE', '/api/admin/users/1'], ['DELETE', '/api/admin/users/1/factors'], ['DELETE', '/api/admin/products/1'], ['GET', '/metrics']] as const) {
+        const res = await app.inject({ method, url, headers, remoteAddress: `10.30.0.${++client}` })
         t.equal(res.statusCode, 401, `${name}: ${method} ${url}`)
         t.match(res.json(), { status: 401, code, detail, instance: url.split('?')[0] }, name)
         t.equal(res.headers['content-type'], 'application/problem+json; charset=utf-8')
@@ -127,11 +129,12 @@ t.test('admin routes', async (t) => {
   await t.test('the OpenAPI document declares the admin key', async (t) => {
     const spec = (await app.inject({ url: '/docs/json' })).json()
     t.match(spec.components.securitySchemes.adminApiKey, { type: 'http', scheme: 'bearer' })
-    for (const [path, method] of [['/api/admin/users', 'get'], ['/api/admin/users/{id}', 'delete'], ['/api/admin/products/{id}', 'delete']]) {
+    for (const [path, method] of [['/api/admin/users', 'get'], ['/api/admin/users/{id}', 'delete'], ['/api/admin/users/{id}/factors', 'delete'], ['/api/admin/products/{id}', 'delete']]) {
       const operation = spec.paths[path!]?.[method!]
       t.same(operation?.tags, ['admin'], `${method} ${path}`)
       t.same(operation?.security, [{ adminApiKey: [] }])
-      t.ok(operation?.responses?.['401'], 'documents its 401')
+      const examples = Object.values(operation?.responses?.['401']?.content?.['application/problem+json']?.examples ?? {}) as { value: { code: string, detail: string } }[]
+      t.same(examples.map((e) => [e.value.code, e.value.detail]), [['API_KEY_MISSING', 'missing or malformed API Key'], ['API_KEY_INVALID', 'Invalid or expired API Key']], 'its 401 shows the two refusals, as answered above')
     }
   })
 })
@@ -140,10 +143,12 @@ t.test('ADMIN_API_KEYS empty: the admin routes refuse every key', async (t) => {
   const logs: string[] = []
   const logStream = new Writable({ write (chunk, _encoding, done) { logs.push(String(chunk)); done() } })
   const app = await build(t, { env: { ADMIN_API_KEYS: ' , ', LOG_LEVEL: 'warn' }, logStream })
-  t.match(logs.join(''), /ADMIN_API_KEYS is empty: the admin routes refuse every request/, 'a warning at start')
-  const res = await app.inject({ url: '/api/admin/users', headers: admin(CURRENT) })
-  t.equal(res.statusCode, 401)
-  t.equal(res.json().code, 'API_KEY_INVALID')
+  t.equal(logs.join('').match(/ADMIN_API_KEYS is empty: the admin routes and \/metrics refuse every request/g)?.length, 1, 'one warning at start')
+  for (const url of ['/api/admin/users', '/metrics']) {
+    const res = await app.inject({ url, headers: admin(CURRENT) })
+    t.equal(res.statusCode, 401, url)
+    t.equal(res.json().code, 'API_KEY_INVALID')
+  }
 })
 
 t.test('weak ADMIN_API_KEYS stop the configuration load (ConfigError), naming the key by position', async (t) => {

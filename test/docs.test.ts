@@ -1,13 +1,14 @@
 /**
  * The generated blocks of README.md and docs/*.md (scripts/docs.ts) say what the code says:
- * the route table, the settings table, the folder listings and the import graph. A stale
+ * the route table, the settings table, the folder listings and the import graph (docs/keyauth.md
+ * checks its admin routes and their refusals against the OpenAPI document). A stale
  * block fails here by file and kind; `npm run docs` rewrites it. Every file of the
  * repository the docs name exists, every setting is in .env.example, and no two folders of
  * src/ import each other, directly or around a loop.
  */
 import { readFileSync } from 'node:fs'
 import t from 'tap'
-import { cycles, importEdges, missingPaths, refresh, run, settings } from '../scripts/docs.js'
+import { cycles, importEdges, missingPaths, openapiDocument, refresh, run, settings } from '../scripts/docs.js'
 
 t.test('every generated block matches the code (npm run docs rewrites them)', async (t) => {
   const stale = await run(true)
@@ -36,4 +37,19 @@ t.test('no cycle between the folders of src/ (type-only imports included)', asyn
   const loops = cycles(importEdges())
   t.same(loops, [], loops.map((loop) => `cycle: ${loop.join(' -> ')}`).join('; ') || 'none')
   t.same(cycles([{ from: 'a', to: 'b', typeOnly: false }, { from: 'b', to: 'a', typeOnly: true }]), [['a', 'b', 'a']], 'a type-only edge closes a cycle too')
+})
+
+t.test('docs/keyauth.md: its route table is the admin routes of the OpenAPI document, its refusals their 401 codes', async (t) => {
+  const page = readFileSync(new URL('../docs/keyauth.md', import.meta.url), 'utf8')
+  const doc = await openapiDocument()
+  const admin = Object.entries(doc.paths).filter(([route]) => route.startsWith('/api/admin/'))
+  const routes = admin.flatMap(([route, operations]) => Object.keys(operations).map((method) => `${method.toUpperCase()} ${route}`))
+  // `/api/admin/users/:id` and `/api/admin/users?limit=&cursor=` in the page, `/api/admin/users/{id}` in the document.
+  const listed = [...page.matchAll(/^\| (GET|POST|PATCH|PUT|DELETE) \| `([^`?]+)[^`]*` \|/gm)].map((m) => `${m[1]} ${m[2]!.replace(/:(\w+)/g, '{$1}')}`)
+  t.same([...listed].sort(), [...routes].sort(), 'the same routes')
+  const codes = new Set(admin.flatMap(([, operations]) => Object.values(operations).flatMap((op) =>
+    Object.values(op.responses['401']?.content?.['application/problem+json']?.examples ?? {}).map((example) => example.value.code))))
+  t.same([...codes], ['API_KEY_MISSING', 'API_KEY_INVALID'], 'every admin route documents the two refusals')
+  const refusals = [...page.matchAll(/^\| [^|]+ \| `([A-Z_]+)` \| `[^`]+` \|$/gm)].map((m) => m[1]).filter((code) => code !== 'RATE_LIMITED')
+  t.same(refusals, [...codes], 'the refusals table lists them')
 })

@@ -20,6 +20,8 @@ t.test('the embedded superuser has a random password kept with the data (mode 06
   const dir = await openFolder(t)
   const dataDir = path.join(dir, 'pg')
   const server = await spawnServer(t, { EMBEDDED_DB_DIR: dataDir }, 120_000)
+  // No ADMIN_API_KEYS here: one warning, though two scopes (/api/admin, /metrics) check the keys.
+  t.equal(server.output().match(/ADMIN_API_KEYS is empty/g)?.length, 1, 'the empty ADMIN_API_KEYS warned of once')
   const file = path.join(dataDir, '.app-password')
   const password = (await readFile(file, 'utf8')).trim()
   t.ok(password.length >= 24, 'a long random password')

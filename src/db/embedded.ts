@@ -172,7 +172,7 @@ async function rotateLegacyPassword (user: string, port: number, candidates: str
   throw new EmbeddedDatabaseError(`The embedded PostgreSQL in its data folder was made with a password this start does not know (no ${PASSWORD_FILE} beside it): set DB_PASSWORD to it once, or remove the folder to start afresh`)
 }
 
-/** The password kept with the data, or undefined for a cluster made before it was kept. */
+/** The password kept with the data, or undefined when the folder keeps none (its password is then `postgres` or one of `legacyPasswords`, replaced by a random kept one). */
 async function keptPassword (dataDir: string): Promise<string | undefined> {
   try {
     return (await readFile(path.join(dataDir, PASSWORD_FILE), 'utf8')).trim()

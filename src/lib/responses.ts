@@ -75,10 +75,12 @@ const PROBLEM_HEADERS: Record<number, Record<string, unknown>> = {
   503: HEADERS.retryAfter
 }
 
-/** The response of one error status: its meaning, the `Problem` component as `application/problem+json`, an example per code. */
-export function problem (status: number) {
+/**
+ * The response of one error status: its meaning, the `Problem` component as `application/problem+json`,
+ * an example per code: the status's codes, or `examples` for a route whose answers have codes of their own.
+ */
+export function problem (status: number, examples: ReadonlyArray<readonly [code: string, detail: string]> | undefined = EXAMPLES[status]) {
   const description = MEANINGS[status]
-  const examples = EXAMPLES[status]
   if (description === undefined || examples === undefined) throw new Error(`No description or example for status ${status}: add them to MEANINGS and EXAMPLES`)
   const values = Object.fromEntries(examples.map(([code, detail]) => [code, {
     summary: code,

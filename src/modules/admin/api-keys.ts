@@ -7,10 +7,10 @@
  */
 import createError from '@fastify/error'
 import { normalizeIP } from '@fastify/rate-limit'
-import type { FastifyBaseLogger } from 'fastify'
 import { parseApiKeys } from '../../lib/api-keys.js'
 import { MemoryAttemptStore, STORE_RETRY_AFTER_S, type AttemptStore, type ReserveResult } from '../../lib/attempts.js'
 import { ServiceUnavailable } from '../../lib/problem.js'
+import { problem } from '../../lib/responses.js'
 import {
   createKeySet,
   INVALID_KEY_MESSAGE,
@@ -20,8 +20,6 @@ import {
   type KeyAuthPluginOptions
 } from '@user-product-service/key-auth'
 
-const ApiKeyMissing = createError('API_KEY_MISSING', MISSING_OR_MALFORMED_MESSAGE, 401)
-const ApiKeyInvalid = createError('API_KEY_INVALID', INVALID_KEY_MESSAGE, 401)
 const TooManyWrongKeys = createError('RATE_LIMITED', 'Too many wrong API keys from this client; retry in %d s', 429)
 
 /** The OpenAPI security scheme of the admin routes, and the requirement they declare. */
@@ -31,6 +29,12 @@ export const adminApiKeyScheme = {
   description: 'An admin API key, one of ADMIN_API_KEYS: `Authorization: Bearer <key>`'
 } as const
 export const adminApiKey = [{ adminApiKey: [] }]
+
+/**
+ * The 401 of the admin routes: key-auth's refusals, whose client codes the error handler's
+ * map gives (KNOWN_CODES in src/plugins/error-handler.ts); test/openapi.test.ts holds the two together.
+ */
+export const adminKeyRefused = problem(401, [['API_KEY_MISSING', MISSING_OR_MALFORMED_MESSAGE], ['API_KEY_INVALID', INVALID_KEY_MESSAGE]])
 
 /**
  * Wrong keys per client address per window; past that, 429 with Retry-After. An operator
@@ -50,7 +54,8 @@ export interface KeyFailureLimit {
 }
 
 /**
- * Key-auth options for the admin routes. With no keys configured, every request is refused.
+ * Key-auth options for the admin routes and /metrics. With no keys configured, every request
+ * is refused (adminRoutes warns of it once, as these options are built once per guarded scope).
  * Wrong keys are limited per client: each key check first reserves an attempt on the
  * client's budget (`failures`), and a right key gives it back at once, so only wrong keys
  * use it, at most `max` keys are ever checked per window however concurrent, and a right
@@ -58,10 +63,9 @@ export interface KeyFailureLimit {
  * Retry-After until the window ends, also with the right key (otherwise the 200 would
  * still tell a right guess). A missing key is not a guess and is not counted.
  */
-export function adminKeyAuthOptions (adminApiKeys: string, log: FastifyBaseLogger, failures: KeyFailureLimit): KeyAuthPluginOptions {
+export function adminKeyAuthOptions (adminApiKeys: string, failures: KeyFailureLimit): KeyAuthPluginOptions {
   const keys = parseApiKeys(adminApiKeys)
   const keySet = keys.length === 0 ? undefined : createKeySet(keys)
-  if (keySet === undefined) log.warn('ADMIN_API_KEYS is empty: the admin routes refuse every request')
   const store = failures.store ?? new MemoryAttemptStore()
   const max = failures.max ?? KEY_FAILURES_MAX
   const timeWindow = failures.timeWindow ?? KEY_FAILURES_WINDOW_MS
@@ -93,9 +97,8 @@ export function adminKeyAuthOptions (adminApiKeys: string, log: FastifyBaseLogge
         reply.header('retry-after', String((error as unknown as { retryAfterSeconds: number }).retryAfterSeconds))
         throw error
       }
-      reply.header('www-authenticate', 'Bearer realm="admin"')
-      if (error instanceof KeyAuthMissingOrMalformedError) throw new ApiKeyMissing()
-      if (error instanceof KeyAuthInvalidKeyError) throw new ApiKeyInvalid()
+      // The error handler answers key-auth's refusals as API_KEY_MISSING and API_KEY_INVALID.
+      if (error instanceof KeyAuthMissingOrMalformedError || error instanceof KeyAuthInvalidKeyError) reply.header('www-authenticate', 'Bearer realm="admin"')
       throw error
     }
   }

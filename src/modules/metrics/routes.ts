@@ -16,7 +16,7 @@ export interface MetricsRoutesOptions {
 }
 
 export const metricsRoutes: FastifyPluginAsync<MetricsRoutesOptions> = async (app, options) => {
-  await app.register(keyAuth, adminKeyAuthOptions(options.adminApiKeys, app.log, options.keyFailures))
+  await app.register(keyAuth, adminKeyAuthOptions(options.adminApiKeys, options.keyFailures))
   const { registry } = app.metrics
 
   app.get('/metrics', {
