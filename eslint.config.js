@@ -42,6 +42,23 @@ const byName = {
   }
 }
 
+// One way to query each table: SQL through src/db/sql.ts (docs/architecture.md, "Queries").
+// Prisma is the schema, the migrations and the row types; its client's query API (the models,
+// $queryRaw, $transaction) belongs to src/db/ alone, so no other file reads or writes a table
+// through it, and no other file makes a client (types from the generated client are fine).
+const PRISMA_QUERY = 'query with SQL through src/db/sql.ts; the Prisma client\'s query API is src/db\'s alone (docs/architecture.md, "Queries")'
+const sqlOnly = {
+  files: ['src/**/*.ts'],
+  ignores: ['src/db/**'],
+  rules: {
+    'no-restricted-syntax': ['error',
+      { selector: "MemberExpression[object.type='Identifier'][object.name='prisma']", message: PRISMA_QUERY },
+      { selector: "MemberExpression[object.type='MemberExpression'][object.property.name='prisma']", message: PRISMA_QUERY },
+      { selector: "ImportDeclaration[importKind='value'][source.value=/generated\\/prisma/] > ImportSpecifier[importKind='value']", message: PRISMA_QUERY }
+    ]
+  }
+}
+
 // Every import names a package listed in the nearest package.json: the service's for src/,
 // test/, bench/ and scripts/, a plugin package's own for its files.
 const listedImports = {
@@ -122,6 +139,7 @@ export default [
   listedImports,
   ...packageEdges,
   byName,
+  sqlOnly,
   ...layerEdges,
   // The web app's modules run in browsers (neostandard already knows document, fetch, ...).
   { files: ['web/**/*.js'], languageOptions: { globals: { FileReader: 'readonly', history: 'readonly', location: 'readonly' } } }

@@ -99,7 +99,7 @@ t.test('a failing dependency is a 500 with a generic detail, logged once with it
   const lines: string[] = []
   const logStream = new Writable({ write (chunk, _enc, done) { lines.push(...String(chunk).trim().split('\n')); done() } })
   const app = await build(t, { env: { LOG_LEVEL: 'info' }, logStream })
-  app.prisma.product.findMany = (async () => { throw new Error('boom: secret internals') }) as never
+  app.productsRepository.page = (async () => { throw new Error('boom: secret internals') }) as never
   const res = await app.inject({ method: 'GET', url: '/api/product' })
   const problem = assertProblem(t, res, 500, 'INTERNAL')
   t.notMatch(res.body, /boom|secret internals/, 'the cause stays in the logs')
@@ -138,7 +138,7 @@ t.test('every response carries security headers and its request id', async (t) =
   t.notMatch(a.headers['content-security-policy'], /upgrade-insecure-requests/, 'plain HTTP by default: the OpenAPI page loads over http on a LAN address')
   t.notOk(a.headers['strict-transport-security'], 'no HSTS unless HTTPS_ONLY')
   t.equal(a.headers['x-frame-options'], 'SAMEORIGIN')
-  t.equal(a.headers['referrer-policy'], 'strict-origin-when-cross-origin', 'browsers send the page\'s origin on form posts (src/lib/csrf.ts)')
+  t.equal(a.headers['referrer-policy'], 'strict-origin-when-cross-origin', 'browsers send the page\'s origin on form posts (src/modules/identity/csrf.ts)')
   t.notOk(a.headers['x-powered-by'])
   // The whole set helmet's defaults send (src/plugins/security-headers.ts), also on errors.
   const names = ['content-security-policy', 'cross-origin-opener-policy', 'cross-origin-resource-policy', 'origin-agent-cluster',

@@ -31,19 +31,8 @@ export function Page<T extends TSchema> (item: T) {
 export interface PageOf<T> { items: T[], nextCursor: number | null }
 
 /**
- * Keyset pagination, the query: the rows after `cursor` in id order, one more than `limit`
- * (Prisma `findMany` arguments), so that `keysetPage` knows whether another page follows.
- */
-export function keysetQuery (query: PageQueryInput) {
-  return {
-    where: query.cursor === undefined ? {} : { id: { gt: query.cursor } },
-    orderBy: { id: 'asc' as const },
-    take: query.limit + 1
-  }
-}
-
-/**
- * Keyset pagination, the answer: given the rows of `keysetQuery`, the page and the cursor
+ * Keyset pagination, the answer: given the rows after the cursor in id order, one more than `limit`
+ * (`WHERE id > $cursor ORDER BY id LIMIT $limit + 1`), the page and the cursor
  * of the next one (null when the extra row was not there, i.e. on the last page).
  */
 export function keysetPage<T extends { id: number }> (rows: T[], limit: number): PageOf<T> {

@@ -1,7 +1,6 @@
 /**
  * Every statement on `products`, built once and decorated as `app.productsRepository`
- * (docs/architecture.md): Prisma for the plain reads, and SQL of our own (src/db/sql.ts)
- * where a statement must do more than Prisma says in one round trip.
+ * (docs/architecture.md), in SQL through src/db/sql.ts as every repository's.
  *
  * - creation: the creator's row is locked first (`forUser`), so concurrent creations of one
  *   user are counted one after another, and a deletion of the user waits (then takes the new
@@ -20,7 +19,7 @@ import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
 import { sql, type Transaction } from '../../db/sql.js'
 import type { PrismaClient, Product } from '../../generated/prisma/client.js'
-import { keysetPage, keysetQuery, type PageQueryInput } from '../../lib/schemas.js'
+import { keysetPage, type PageQueryInput } from '../../lib/schemas.js'
 
 /** The columns of a product as Prisma names them (`satisfies`: a column added to the model fails the build until it is here). */
 const PRODUCT_COLUMNS = {
@@ -37,12 +36,17 @@ const PRODUCT_COLUMNS = {
   imageSha256: 'image_sha256',
   imageUpdatedAt: 'image_updated_at'
 } satisfies Record<keyof Product, string>
+const SELECT_LIST = Object.entries(PRODUCT_COLUMNS).map(([field, column]) => `${column} AS "${field}"`).join(', ')
+
+// Keyset pagination: the rows after the cursor, one more than the page (`keysetPage`).
+const PAGE_SQL = `SELECT ${SELECT_LIST} FROM products WHERE id > $1 ORDER BY id LIMIT $2`
+const BY_ID_SQL = `SELECT ${SELECT_LIST} FROM products WHERE id = $1`
 
 // Inserts only while the creator holds fewer than $5 products; run under the creator's row
 // lock, so that the count sees every concurrent creation by the same user (any replica).
 const CREATE_SQL = `INSERT INTO products (title, description, amount, creator_id, updated_at)
   SELECT $1, $2, $3, $4, now() WHERE (SELECT count(*) FROM products WHERE creator_id = $4) < $5
-  RETURNING ${Object.entries(PRODUCT_COLUMNS).map(([field, column]) => `${column} AS "${field}"`).join(', ')}`
+  RETURNING ${SELECT_LIST}`
 
 // image_updated_at is the image's Last-Modified, shown to the second: a new image gets a
 // later second than the one before it (kept after a removal), one second ahead of the
@@ -144,12 +148,12 @@ function productsRepository (prisma: PrismaClient, { maxPerUser }: ProductsRepos
   return {
     /** A page in id order. */
     async page (query: PageQueryInput) {
-      const rows = await prisma.product.findMany(keysetQuery(query))
-      return keysetPage(rows, query.limit)
+      return keysetPage(await db.rows<Product>('products-page', PAGE_SQL, [query.cursor ?? 0, query.limit + 1]), query.limit)
     },
 
-    async findById (id: number) {
-      return await prisma.product.findUnique({ where: { id } })
+    async findById (id: number): Promise<Product | null> {
+      const [row] = await db.rows<Product>('product-by-id', BY_ID_SQL, [id])
+      return row ?? null
     },
 
     /**

@@ -12,7 +12,7 @@ import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
 import { sql, type Transaction } from '../../db/sql.js'
 import type { PrismaClient } from '../../generated/prisma/client.js'
-import { keysetPage, keysetQuery, type PageOf, type PageQueryInput } from '../../lib/schemas.js'
+import { keysetPage, type PageOf, type PageQueryInput } from '../../lib/schemas.js'
 import type { PublicUser } from './schemas.js'
 
 /** Each field of the `User` schema and its column: `satisfies` fails the build when the schema gains or loses a field. */
@@ -27,8 +27,10 @@ const PUBLIC_COLUMNS = {
   updatedAt: 'updated_at'
 } as const satisfies Record<keyof PublicUser, string>
 
-/** The Prisma `select` of a public user. */
-const publicUserSelect = Object.fromEntries(Object.keys(PUBLIC_COLUMNS).map((field) => [field, true])) as Record<keyof PublicUser, true>
+/** The public columns as a select list, each named as its field (`u.email AS "email"` with `table` `u`). */
+export function publicUserColumns (table?: string): string {
+  return Object.entries(PUBLIC_COLUMNS).map(([field, column]) => `${table === undefined ? '' : `${table}.`}${column} AS "${field}"`).join(', ')
+}
 
 /**
  * Another account has the address a change asks for: the problem the unique index gives a
@@ -49,15 +51,19 @@ interface LoginAccount {
 
 // The session check is a join on the session's primary key in the same statement: no
 // second round trip (bench/README.md, "Session check").
-const TOKEN_USER_SQL = `SELECT ${Object.entries(PUBLIC_COLUMNS).map(([field, column]) => `u.${column} AS "${field}"`).join(', ')},
+const TOKEN_USER_SQL = `SELECT ${publicUserColumns('u')},
   u.token_version AS "tokenVersion" FROM users u JOIN sessions s ON s.user_id = u.id
   WHERE u.id = $1 AND s.id = $2 AND s.revoked_at IS NULL`
 
 // Raw SQL on the pool's connection (src/db/sql.ts) rather than a Prisma interactive
 // transaction: a registration under load while the database restarted left one of those
 // pending forever, holding the server's close (test/faults/database-restart-under-load.test.ts).
-const RETURNING_USER = `${Object.entries(PUBLIC_COLUMNS).map(([field, column]) => `${column} AS "${field}"`).join(', ')}, token_version AS "tokenVersion"`
+const RETURNING_USER = `${publicUserColumns()}, token_version AS "tokenVersion"`
 const CREATE_SQL = `INSERT INTO users (username, email, names, password_hash, updated_at) VALUES ($1, $2, $3, $4, now()) RETURNING ${RETURNING_USER}`
+
+const CREDENTIALS_SQL = 'SELECT id, password_hash AS "passwordHash", token_version AS "tokenVersion" FROM users WHERE id = $1'
+// Keyset pagination: the rows after the cursor, one more than the page (`keysetPage`).
+const PAGE_SQL = `SELECT ${publicUserColumns()} FROM users WHERE id > $1 ORDER BY id LIMIT $2`
 
 // One row whether or not the account exists: the name folded by the database (citext
 // compares `lower()` of both sides under the database's collation, so this is the one
@@ -160,8 +166,9 @@ function usersRepository (prisma: PrismaClient) {
     },
 
     /** The password hash and token version of a user, by id. */
-    async findCredentialsById (id: number) {
-      return await prisma.user.findUnique({ where: { id }, select: { id: true, passwordHash: true, tokenVersion: true } })
+    async findCredentialsById (id: number): Promise<{ id: number, passwordHash: string, tokenVersion: number } | null> {
+      const [row] = await db.rows<{ id: number, passwordHash: string, tokenVersion: number }>('user-credentials', CREDENTIALS_SQL, [id])
+      return row ?? null
     },
 
     /**
@@ -174,39 +181,44 @@ function usersRepository (prisma: PrismaClient) {
      * for it with a stolen session loses it with the session. Null when there is no such user.
      */
     async update (id: number, data: { username?: string, email?: string, names?: string | null, passwordHash?: string }, onNewEmail: AlsoInTransaction): Promise<TokenUser | null> {
-      const changes = data.passwordHash === undefined ? data : { ...data, tokenVersion: { increment: 1 }, pendingEmail: null }
-      const select = { ...publicUserSelect, tokenVersion: true }
-      if (data.email === undefined && data.passwordHash === undefined) return await prisma.user.update({ where: { id }, data: changes, select })
-      if (data.email === undefined) {
-        // A new password voids the reset links sent before it, as it ends the sessions.
-        const [user] = await prisma.$transaction([prisma.user.update({ where: { id }, data: changes, select }), prisma.passwordResetToken.deleteMany({ where: { userId: id } })])
-        return user
-      }
-      return await db.transaction(`changing user ${id}`, async (tx) => {
-        // Locked: of two changes at once, the later one's address and link are the ones left.
-        const [before] = await db.rows<{ same: boolean }>('user-email-for-update', 'SELECT email = $2::citext AS same FROM users WHERE id = $1 FOR UPDATE', [id, data.email], tx)
-        if (before === undefined) return null
-        if (!before.same && (await db.rows('user-email-taken', 'SELECT 1 FROM users WHERE email = $1::citext AND id <> $2', [data.email, id], tx)).length > 0) throw new EmailTaken()
-        // The links of an earlier pending change stop working; the current address's stay.
-        await db.rows('verification-tokens-unpend', 'DELETE FROM email_verification_tokens t USING users u WHERE u.id = $1 AND t.user_id = u.id AND t.email <> u.email', [id], tx)
+      const newPassword = data.passwordHash !== undefined
+      /** The UPDATE itself; `same`: the address sent is the current one (or none was sent). */
+      const change = async (same: boolean, tx?: Transaction): Promise<TokenUser | null> => {
         const fields = Object.entries({
           username: data.username,
           // The current address again (perhaps in another case) is kept as spelt now.
-          email: before.same ? data.email : undefined,
-          pending_email: before.same ? null : data.email,
+          email: data.email !== undefined && same ? data.email : undefined,
+          pending_email: data.email !== undefined ? (same ? null : data.email) : (newPassword ? null : undefined),
           names: data.names,
           password_hash: data.passwordHash
         }).filter(([, value]) => value !== undefined)
         const set = [
           ...fields.map(([column], i) => `${column} = $${i + 2}`),
-          ...(data.passwordHash === undefined ? [] : ['token_version = token_version + 1']),
+          ...(newPassword ? ['token_version = token_version + 1'] : []),
           'updated_at = now()'
         ]
-        const [user] = await db.rows<TokenUser>(`user-update-${fields.map(([column]) => column).join('-')}`,
+        const [user] = await db.rows<TokenUser>(`user-update-${fields.map(([column]) => column).join('-')}${newPassword ? '-version' : ''}`,
           `UPDATE users SET ${set.join(', ')} WHERE id = $1 RETURNING ${RETURNING_USER}`, [id, ...fields.map(([, value]) => value)], tx)
-        if (data.passwordHash !== undefined) await db.rows('reset-tokens-void', RESET_OTHERS_SQL, [id], tx)
-        if (!before.same) await onNewEmail(tx, user!)
-        return user!
+        return user ?? null
+      }
+      if (data.email === undefined && !newPassword) return await change(true)
+      return await db.transaction(`changing user ${id}`, async (tx) => {
+        let same = true
+        if (data.email !== undefined) {
+          // Locked: of two changes at once, the later one's address and link are the ones left.
+          const [before] = await db.rows<{ same: boolean }>('user-email-for-update', 'SELECT email = $2::citext AS same FROM users WHERE id = $1 FOR UPDATE', [id, data.email], tx)
+          if (before === undefined) return null
+          same = before.same
+          if (!same && (await db.rows('user-email-taken', 'SELECT 1 FROM users WHERE email = $1::citext AND id <> $2', [data.email, id], tx)).length > 0) throw new EmailTaken()
+          // The links of an earlier pending change stop working; the current address's stay.
+          await db.rows('verification-tokens-unpend', 'DELETE FROM email_verification_tokens t USING users u WHERE u.id = $1 AND t.user_id = u.id AND t.email <> u.email', [id], tx)
+        }
+        const user = await change(same, tx)
+        if (user === null) return null
+        // A new password voids the reset links sent before it, as it ends the sessions.
+        if (newPassword) await db.rows('reset-tokens-void', RESET_OTHERS_SQL, [id], tx)
+        if (!same) await onNewEmail(tx, user)
+        return user
       })
     },
 
@@ -309,8 +321,7 @@ function usersRepository (prisma: PrismaClient) {
 
     /** A page in id order. */
     async page (query: PageQueryInput): Promise<PageOf<PublicUser>> {
-      const rows = await prisma.user.findMany({ ...keysetQuery(query), select: publicUserSelect })
-      return keysetPage(rows, query.limit)
+      return keysetPage(await db.rows<PublicUser>('users-page', PAGE_SQL, [query.cursor ?? 0, query.limit + 1]), query.limit)
     }
   }
 }
