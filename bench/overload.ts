@@ -5,7 +5,7 @@
  * 1. capacity: 50 connections in a closed loop (autocannon) on the service as shipped;
  * 2. then 3x that rate offered in an open loop (bench/lib/open-loop.ts, a process of its
  *    own: requests on a fixed schedule whatever the answers, a 503 not retried) to
- *    - the service alone, as shipped (admission: LOAD_SHED_MAX_IN_FLIGHT, src/lib/admission.ts);
+ *    - the service alone, as shipped (admission: LOAD_SHED_MAX_IN_FLIGHT, src/plugins/admission.ts);
  *    - the service alone with every shedding condition off;
  *    - the service behind HAProxy running deploy/haproxy.cfg, as compose ships it (its
  *      per-replica maxconn and queue limit);

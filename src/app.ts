@@ -7,12 +7,11 @@ import fastifyRateLimit from '@fastify/rate-limit'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify'
 import { durationMs, type Config } from './config.js'
-import { createAdmission } from './lib/admission.js'
+import { createAdmission } from './plugins/admission.js'
 import { originCheck as createOriginCheck } from './lib/csrf.js'
 import { requestIds } from './lib/request-id.js'
 import { parseTrustProxy } from './lib/trust-proxy.js'
-import { MemoryAttemptStore, type AttemptStore } from './lib/attempts.js'
-import { RedisAttemptStore } from './lib/redis-attempts.js'
+import { attemptStore as storeOf } from './plugins/redis-attempts.js'
 import { MemoryChallengeStore, RedisChallengeStore } from './lib/challenges.js'
 import { createAjv, createValidatorCompiler } from './lib/validation.js'
 import { adminApiKeyScheme, adminRoutes } from './modules/admin/index.js'
@@ -52,7 +51,7 @@ export interface Tuning {
   queryTimeoutMs?: number
   /** `/health/ready`'s own bound, ms (src/modules/health/routes.ts). */
   readyTimeoutMs?: number
-  /** `Retry-After` of a refusal, s (src/lib/admission.ts). */
+  /** `Retry-After` of a refusal, s (src/plugins/admission.ts). */
   retryAfterSeconds?: number
   /** How often the event loop delay is sampled, ms (src/plugins/load-shedding.ts). */
   sampleIntervalMs?: number
@@ -88,7 +87,7 @@ export interface BuildAppOptions {
 
 export async function buildApp (options: BuildAppOptions): Promise<FastifyInstance> {
   const { config, tracing, tuning = {} } = options
-  // Admission first: under overload, a request is refused before Fastify sees it (src/lib/admission.ts).
+  // Admission first: under overload, a request is refused before Fastify sees it (src/plugins/admission.ts).
   // Its refusals carry the id Fastify would give the request (genReqId in src/options.ts).
   const trustProxy = parseTrustProxy(config.server.trustProxy)
   const admission = createAdmission({ ...config.limits, trustProxy, requestId: requestIds(trustProxy), retryAfterSeconds: tuning.retryAfterSeconds, corsHeaders: corsHeadersOutsideFastify(config.auth.corsOrigins) })
@@ -127,7 +126,7 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
   // Shared state of the replicas (REDIS_URL); app.redis is null without it.
   await app.register(redis, { ...config.redis, ...tuning.redis })
   // Each limit's counts: in Redis when configured (every replica sees the same), else here.
-  const attemptStore = (name: string): AttemptStore => app.redis === null ? new MemoryAttemptStore() : new RedisAttemptStore(app.redis, name)
+  const attemptStore = (name: string) => storeOf(app.redis, name)
   await app.register(fastifyRateLimit, {
     global: false,
     // Route limits (none of the service's own routes uses one yet) count in Redis too; a

@@ -354,7 +354,7 @@ export const RETIRED: Readonly<Record<string, string>> = {
   DB_QUERY_TIMEOUT_MS: 'the client-side query timeout is DB_STATEMENT_TIMEOUT_MS + 2 s (src/db/client.ts)',
   HEALTH_READY_TIMEOUT_MS: '/health/ready answers 503 after 1.5 s (src/modules/health/routes.ts)',
   LOAD_SHED_SAMPLE_MS: 'the event loop delay is sampled every second (src/plugins/load-shedding.ts)',
-  LOAD_SHED_RETRY_AFTER_S: 'a shed request\'s Retry-After is 2 s (src/lib/admission.ts)',
+  LOAD_SHED_RETRY_AFTER_S: 'a shed request\'s Retry-After is 2 s (src/plugins/admission.ts)',
   REDIS_CONNECT_TIMEOUT_MS: 'a Redis connection attempt gives up after 2 s (src/plugins/redis.ts)',
   REDIS_COMMAND_TIMEOUT_MS: 'a Redis command fails after 1 s (src/plugins/redis.ts)',
   RATE_LIMIT_AUTH_WINDOW_MS: 'RATE_LIMIT_AUTH_MAX counts per minute (src/modules/users/budget.ts)',

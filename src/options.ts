@@ -49,7 +49,7 @@ class OneLinePerRequest extends LogController {
  * - headers: from the first byte of a request to the end of its headers (slowloris);
  * - request: from the first byte to the end of the body, however fast it comes: the outer
  *   bound. A body that stops or trickles is cut much earlier by the minimum rate
- *   (SLOW_CLIENT_*, src/lib/admission.ts), so this one can leave a slow link time for a
+ *   (SLOW_CLIENT_*, src/plugins/admission.ts), so this one can leave a slow link time for a
  *   5 MiB image (120 s: 44 KB/s);
  * - keepAlive: how long an idle kept-alive connection stays open between requests
  *   (above the 60 s idle timeout of common load balancers, so they close first);

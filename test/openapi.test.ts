@@ -701,7 +701,7 @@ t.test('each route answers every status it documents, and documents every status
     Object.entries(operations).map(([method, operation]) => [`${method.toUpperCase()} ${path}`, Object.keys(operation.responses).map(Number).sort()] as const))
   t.same(Object.keys(cases).sort(), documented.map(([route]) => route).sort(), 'a row of requests for every documented route')
 
-  // Two answers come only over a real socket (app.inject skips admission, src/lib/admission.ts):
+  // Two answers come only over a real socket (app.inject skips admission, src/plugins/admission.ts):
   // 429 on every route from a client that already holds its share of requests in progress (one,
   // a body that never comes), and 408 on every route that reads a body, from a body too slow.
   const crowded = await build(t, { databaseUrl: app.databaseUrl, env: { LOAD_SHED_MAX_IN_FLIGHT_PER_CLIENT: '1', SLOW_CLIENT_WINDOW_MS: '0' } })

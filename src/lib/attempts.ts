@@ -6,7 +6,7 @@
  * the budget counts failures only.
  *
  * `AttemptStore` is the seam for a shared store: the in-memory store below serves one
- * process; src/lib/redis-attempts.ts keeps the counts in Redis for several (REDIS_URL).
+ * process; src/plugins/redis-attempts.ts keeps the counts in Redis for several (REDIS_URL).
  * A store that fails (Redis down) fails closed: the budget answers 503 with Retry-After.
  */
 import { ServiceUnavailable } from './problem.js'

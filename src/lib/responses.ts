@@ -25,7 +25,7 @@ const MEANINGS: Record<number, string> = {
 
 /**
  * Every route that uses `problems` may answer a client over its share of requests in progress
- * (429, before routing: src/lib/admission.ts), fail unexpectedly (500), and is shed under load
+ * (429, before routing: src/plugins/admission.ts), fail unexpectedly (500), and is shed under load
  * or needs the database (503).
  */
 const ALWAYS = [429, 500, 503]

@@ -70,7 +70,7 @@ function plainAddress (address: string): string {
  * The client's address of a raw request, as Fastify's `request.ip` reads it under the same
  * TRUST_PROXY (proxy-addr's rule): the peer, then each `X-Forwarded-For` hop from the right,
  * while the hop is trusted; the first untrusted one is the client (all trusted: the leftmost).
- * Admission (src/lib/admission.ts) runs before Fastify builds its request, hence its own copy.
+ * Admission (src/plugins/admission.ts) runs before Fastify builds its request, hence its own copy.
  */
 export function clientAddressReader (trust: boolean | string[]): (peer: string | undefined, forwardedFor: string | string[] | undefined) => string {
   if (trust === false) return (peer) => plainAddress(peer ?? '')

@@ -65,7 +65,7 @@ export const MAX_AGE_SECONDS = 7200
 
 /**
  * The CORS headers of an answer written outside Fastify (admission's 503 and 429,
- * src/lib/admission.ts), the same as the plugin gives a non-preflight request.
+ * src/plugins/admission.ts), the same as the plugin gives a non-preflight request.
  */
 export function corsHeadersOutsideFastify (origins: readonly string[]): (request: IncomingMessage) => OutgoingHttpHeaders {
   const listed = new Set(origins)

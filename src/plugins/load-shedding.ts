@@ -1,6 +1,6 @@
 /**
  * Load shedding: the conditions under which the admission in front of Fastify
- * (src/lib/admission.ts) refuses requests with a 503 `OVERLOADED` and `Retry-After`, before
+ * (src/plugins/admission.ts) refuses requests with a 503 `OVERLOADED` and `Retry-After`, before
  * their body is read, so the requests already admitted keep a bounded latency
  * (docs/operations.md, "Load shedding"). Besides admission's own cap on requests in
  * progress (LOAD_SHED_MAX_IN_FLIGHT):
@@ -17,7 +17,7 @@ import underPressure, { type FastifyUnderPressureOptions } from '@fastify/under-
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import { sqlPool } from '../db/client.js'
-import type { Admission, Overload } from '../lib/admission.js'
+import type { Admission, Overload } from './admission.js'
 import { PROBLEM_CONTENT_TYPE, problemBody, type ProblemBody } from '../lib/problem.js'
 
 declare module 'fastify' {

@@ -6,7 +6,7 @@
  *   (`/api/product/:id`), never the URL; requests no route matched share `route="unmatched"`,
  *   so ids and 404 garbage cannot grow the label set;
  * - `http_requests_in_flight`; `http_rate_limited_total{method,route}` (every 429);
- *   `http_load_shed_total{reason}` (503s of the load shedding, src/lib/admission.ts:
+ *   `http_load_shed_total{reason}` (503s of the load shedding, src/plugins/admission.ts:
  *   `in_flight`, `db_queue`, `event_loop`; refused before routing, so no route label);
  *   `http_client_limited_total{reason}` (clients refused or cut by admission: `client_share`,
  *   `body_too_slow`, `read_too_slow`; never labelled by address);
@@ -16,7 +16,7 @@
  * - `backup_last_success_age_seconds{stanza}`, `backup_last_full_age_seconds{stanza}`,
  *   `backup_check_age_seconds{stanza}`, `backup_ok{stanza}`,
  *   `wal_archive_last_success_age_seconds{stanza}`, `wal_archive_failing{stanza}`: pgBackRest's
- *   info and pg_stat_archiver, read through the database (src/lib/backup-state.ts); absent
+ *   info and pg_stat_archiver, read through the database (src/db/backup-state.ts); absent
  *   where no backup scheduler records them;
  * - prom-client's default process and Node.js metrics.
  */
@@ -24,8 +24,8 @@ import type { FastifyInstance, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client'
 import { sqlPool } from '../db/client.js'
-import { LIMIT_REASONS, SHED_REASONS, type Admission } from '../lib/admission.js'
-import { readBackupState, type BackupState } from '../lib/backup-state.js'
+import { LIMIT_REASONS, SHED_REASONS, type Admission } from './admission.js'
+import { readBackupState, type BackupState } from '../db/backup-state.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -38,7 +38,7 @@ interface Metrics {
 }
 
 export interface MetricsOptions {
-  /** Admission (src/lib/admission.ts): its refusals are `http_load_shed_total`. */
+  /** Admission (src/plugins/admission.ts): its refusals are `http_load_shed_total`. */
   admission: Admission
 }
 

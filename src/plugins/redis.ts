@@ -1,7 +1,7 @@
 /**
  * The app's one Redis client (ioredis), when REDIS_URL is set: decorated as `app.redis`
  * (null otherwise) and quit when the app closes. The limits keep their counts there
- * (src/lib/redis-attempts.ts, @fastify/rate-limit's Redis store), so replicas share them.
+ * (src/plugins/redis-attempts.ts, @fastify/rate-limit's Redis store), so replicas share them.
  *
  * Bounded waits, so a Redis that is down or hangs costs a request at most
  * COMMAND_TIMEOUT_MS (docs/operations.md, "Redis"):

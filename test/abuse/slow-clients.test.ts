@@ -1,5 +1,5 @@
 /**
- * One client cannot take the service away from everyone (src/lib/admission.ts,
+ * One client cannot take the service away from everyone (src/plugins/admission.ts,
  * docs/operations.md, "Slow and greedy clients"). Real sockets against the listening service:
  * - hundreds of slow-body requests from one address: that client holds at most its share
  *   (LOAD_SHED_MAX_IN_FLIGHT_PER_CLIENT, 429 past it), and the bodies it holds are cut after

@@ -1,5 +1,5 @@
 /**
- * Admission (src/lib/admission.ts), over real HTTP: it sits in front of Fastify, so
+ * Admission (src/plugins/admission.ts), over real HTTP: it sits in front of Fastify, so
  * `app.inject` never meets it. Requests are held in progress deterministically: the pool has
  * one connection, held by `pg_sleep`, and the admitted requests queue for it.
  */

@@ -1,5 +1,5 @@
 /**
- * /metrics and the backups (src/lib/backup-state.ts, src/plugins/metrics.ts): the API reads
+ * /metrics and the backups (src/db/backup-state.ts, src/plugins/metrics.ts): the API reads
  * what the backup scheduler records in the database (deploy/pgbackrest/record-info.sql, run
  * here by psql exactly as deploy/pgbackrest/backup-scheduler.sh runs it, with a real
  * `pgbackrest info --output=json` of the compose deployment) and pg_stat_archiver.

@@ -1,12 +1,12 @@
 /**
- * RedisAttemptStore (src/lib/redis-attempts.ts) against a real Redis: the same contract as
+ * RedisAttemptStore (src/plugins/redis-attempts.ts) against a real Redis: the same contract as
  * the in-memory store (test/abuse/attempts.test.ts), atomic across clients, and a store
  * that fails makes the budget answer 503 (fail closed).
  */
 import { Redis } from 'ioredis'
 import t, { type Test } from 'tap'
 import { budget } from '../../src/lib/attempts.js'
-import { RedisAttemptStore } from '../../src/lib/redis-attempts.js'
+import { RedisAttemptStore } from '../../src/plugins/redis-attempts.js'
 import { redisClientOptions } from '../../src/plugins/redis.js'
 import { testRedis, type TestRedis } from '../helpers/redis.js'
 

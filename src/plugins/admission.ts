@@ -35,9 +35,9 @@
 import http, { type IncomingMessage, type RequestListener, type Server, type ServerResponse } from 'node:http'
 import { isIP, type Socket } from 'node:net'
 import type { FastifyBaseLogger, FastifyServerFactory } from 'fastify'
-import { PROBLEM_CONTENT_TYPE, problemBody } from './problem.js'
-import { REQUEST_ID_HEADER, type RequestId } from './request-id.js'
-import { clientAddressReader } from './trust-proxy.js'
+import { PROBLEM_CONTENT_TYPE, problemBody } from '../lib/problem.js'
+import { REQUEST_ID_HEADER, type RequestId } from '../lib/request-id.js'
+import { clientAddressReader } from '../lib/trust-proxy.js'
 
 export type ShedReason = 'in_flight' | 'db_queue' | 'event_loop'
 export const SHED_REASONS: readonly ShedReason[] = ['in_flight', 'db_queue', 'event_loop']

@@ -10,7 +10,7 @@
  * Errors (Redis down, a timeout) reject; the budget turns them into a 503 (fail closed).
  */
 import type { Redis } from 'ioredis'
-import type { AttemptStore, Reservation, ReserveResult } from './attempts.js'
+import { MemoryAttemptStore, type AttemptStore, type Reservation, type ReserveResult } from '../lib/attempts.js'
 
 const RESERVE = `
 local key = KEYS[1]
@@ -69,4 +69,9 @@ export class RedisAttemptStore implements AttemptStore {
   async release (reservation: Reservation): Promise<void> {
     await this.redis.attemptRelease(this.prefix + reservation.key, reservation.windowStart)
   }
+}
+
+/** The store of budget `name`: in Redis when the service has one (every replica counts together), else in this process. */
+export function attemptStore (redis: Redis | null, name: string): AttemptStore {
+  return redis === null ? new MemoryAttemptStore() : new RedisAttemptStore(redis, name)
 }
