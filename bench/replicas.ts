@@ -66,7 +66,7 @@ async function startHaproxy (config: string): Promise<() => void> {
 async function pgbenchTokenCheck (url: string, maxId: number, seconds: number): Promise<{ tps: number, latencyMs: number }> {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'ups-bench-pgbench-'))
   const script = path.join(dir, 'token-check.sql')
-  // The statement of src/modules/users/repository.ts (the token's user), by primary key.
+  // The statement of src/modules/identity/repository.ts (the token's user), by primary key.
   writeFileSync(script, `\\set id random(1, ${maxId})\nSELECT id, username, email, created_at, updated_at, token_version FROM users WHERE id = :id;\n`)
   const u = new URL(url)
   try {

@@ -8,22 +8,17 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify'
 import { durationMs, type Config } from './config.js'
 import { createAdmission } from './plugins/admission.js'
-import { originCheck as createOriginCheck } from './lib/csrf.js'
 import { requestIds } from './lib/request-id.js'
 import { parseTrustProxy } from './lib/trust-proxy.js'
 import { attemptStore as storeOf } from './plugins/redis-attempts.js'
-import { MemoryChallengeStore, RedisChallengeStore } from './lib/challenges.js'
 import { createAjv, createValidatorCompiler } from './lib/validation.js'
 import { adminApiKeyScheme, adminRoutes } from './modules/admin/index.js'
-import { authRoutes } from './modules/auth/index.js'
-import { CHALLENGES_PER_CLIENT, factors, factorsRepository, securityRoutes, signInRoutes } from './modules/factors/index.js'
 import { healthRoutes } from './modules/health/index.js'
+import { identity, identityRoutes, sessionCookieNames } from './modules/identity/index.js'
 import { mailSender, outbox } from './modules/mail/index.js'
 import { metricsRoutes } from './modules/metrics/index.js'
 import { productImages, productRoutes, productsRepository, productsService } from './modules/products/index.js'
-import { sessionCookieNames, sessionsRepository, sessionsService } from './modules/sessions/index.js'
-import { accountLimiter, authBudget as createAuthBudget, emailVerification, passwordReset, userRoutes, usersRepository, usersService } from './modules/users/index.js'
-import authentication from './plugins/authentication.js'
+import { emailVerification, passwordReset, userRoutes, usersRepository, usersService } from './modules/users/index.js'
 import contentCoding from './plugins/content-coding.js'
 import cors, { corsHeadersOutsideFastify } from './plugins/cors.js'
 import context from '@user-product-service/context'
@@ -61,11 +56,11 @@ export interface Tuning {
   accountChanges?: { max?: number, timeWindow?: number }
   /** Wrong admin keys per client and window (src/modules/admin/api-keys.ts). */
   keyFailures?: { max?: number, timeWindow?: number }
-  /** Rotated refresh tokens kept per session (src/modules/sessions/repository.ts). */
+  /** Rotated refresh tokens kept per session (src/modules/identity/repository.ts). */
   refreshTokensKept?: number
-  /** Live values of each in-memory challenge store, and WebAuthn challenges per client (src/lib/challenges.ts). */
+  /** Live values of each in-memory challenge store, and WebAuthn challenges per client (src/modules/identity/challenges.ts). */
   challenges?: { maxKeys?: number, perOwner?: number }
-  /** The clock of TOTP codes, ms (src/modules/factors/service.ts). */
+  /** The clock of TOTP codes, ms (src/modules/identity/factors.ts). */
   clock?: () => number
   /** The mail sender's poll interval, first retry's wait and attempt deadline, ms, its per-address limit, or no sending at all (src/modules/mail/sender.ts). */
   mail?: { pollMs?: number, retryBaseMs?: number, sendDeadlineMs?: number, perAddress?: { max: number, timeWindow: number }, paused?: boolean }
@@ -119,7 +114,7 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
   await app.register(cors, { origins: config.auth.corsOrigins })
   await app.register(draining)
   await app.register(contentCoding)
-  // Cookies of browser sessions (src/modules/sessions/cookies.ts); the context plugin, in the
+  // Cookies of browser sessions (src/modules/identity/cookies.ts); the context plugin, in the
   // products scope below, uses this registration too.
   await app.register(fastifyCookie)
   await app.register(securityHeaders, config.server)
@@ -159,46 +154,19 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
   await app.register(storage)
   // Images before the services: deleting a product or a user deletes its image files too.
   await app.register(productImages, config.products)
-  const originCheck = createOriginCheck({ csrfTrustedOrigins: config.auth.corsOrigins })
-  await app.register(authentication, {
-    ...config.auth,
-    findUser: app.usersRepository.findTokenUser,
-    accessCookie: sessionCookieNames(config.auth.cookieSecure).access,
-    originCheck
-  })
-  await app.register(sessionsRepository, { ...config.auth, refreshTokensKept: tuning.refreshTokensKept })
-  await app.register(sessionsService, config.auth)
-  // One budget of password guesses per account, for login and the current-password checks.
-  const guesses = accountLimiter(config.limits, attemptStore('guesses'))
   // E-mail goes through the outbox, sent beside the requests (src/modules/mail/).
   await app.register(outbox)
   await app.register(mailSender, { ...config.mail, store: attemptStore('mail-recipients'), ...tuning.mail })
   await app.register(emailVerification, { publicUrl: config.mail.publicUrl, store: attemptStore('verification-mails') })
-  await app.register(usersService, { guesses, requireVerifiedEmail: config.auth.requireVerifiedEmail })
+  await app.register(usersService)
   await app.register(productsService)
   await app.register(passwordReset, { publicUrl: config.mail.publicUrl, ttlMs: durationMs(config.auth.passwordResetTtl), store: attemptStore('password-resets') })
-  // Second factors and passkeys; their challenges and second-step tickets are shared by the
-  // replicas through Redis when configured.
-  await app.register(factorsRepository)
-  const challengeLimits = { perOwner: CHALLENGES_PER_CLIENT, ...tuning.challenges }
-  await app.register(factors, {
-    rpId: config.auth.webauthnRpId,
-    rpName: config.auth.webauthnRpName,
-    origins: config.auth.webauthnOrigins,
-    recentSignInMaxAgeMs: config.auth.recentSignInMaxAgeMs,
-    challenges: app.redis === null ? new MemoryChallengeStore(challengeLimits) : new RedisChallengeStore(app.redis, challengeLimits),
-    tickets: app.redis === null ? new MemoryChallengeStore({ maxKeys: tuning.challenges?.maxKeys }) : new RedisChallengeStore(app.redis),
-    guesses,
-    now: tuning.clock
-  })
+  // Sign-in, sessions and factors, with their budgets (src/modules/identity/).
+  await app.register(identity, { auth: config.auth, limits: config.limits, tuning })
 
-  // One per-client budget for every request that costs a bcrypt computation.
-  const authBudget = createAuthBudget({ ...config.limits, store: attemptStore('auth') })
   await app.register(healthRoutes, { prefix: '/health', readyTimeoutMs: tuning.readyTimeoutMs })
-  await app.register(authRoutes, { ...config.auth, prefix: '/api/auth', authBudget, originCheck })
-  await app.register(signInRoutes, { ...config.auth, prefix: '/api/auth', authBudget, originCheck })
-  await app.register(securityRoutes, { prefix: '/api/security', authBudget })
-  await app.register(userRoutes, { ...config.auth, prefix: '/api/user', authBudget, accountChanges: { ...tuning.accountChanges, store: attemptStore('account-changes') } })
+  await app.register(identityRoutes)
+  await app.register(userRoutes, { prefix: '/api/user', accountChanges: { ...tuning.accountChanges, store: attemptStore('account-changes') } })
   // The routing and context plugins only where they serve: the product routes (named-route
   // URLs for a product's imageUrl; CSV negotiation, conditional and ranged image reads, the
   // guarded multipart upload: docs/context-api.md). In this scope their hooks see the product

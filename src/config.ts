@@ -357,12 +357,12 @@ export const RETIRED: Readonly<Record<string, string>> = {
   LOAD_SHED_RETRY_AFTER_S: 'a shed request\'s Retry-After is 2 s (src/plugins/admission.ts)',
   REDIS_CONNECT_TIMEOUT_MS: 'a Redis connection attempt gives up after 2 s (src/plugins/redis.ts)',
   REDIS_COMMAND_TIMEOUT_MS: 'a Redis command fails after 1 s (src/plugins/redis.ts)',
-  RATE_LIMIT_AUTH_WINDOW_MS: 'RATE_LIMIT_AUTH_MAX counts per minute (src/modules/users/budget.ts)',
+  RATE_LIMIT_AUTH_WINDOW_MS: 'RATE_LIMIT_AUTH_MAX counts per minute (src/modules/identity/budgets.ts)',
   ACCOUNT_CHANGES_MAX: 'a user changes their own record at most 10 times per 15 min (src/modules/users/routes.ts)',
   ACCOUNT_CHANGES_WINDOW_MS: 'a user changes their own record at most 10 times per 15 min (src/modules/users/routes.ts)',
   ADMIN_KEY_FAILURES_MAX: 'a client may send 10 wrong admin keys per 15 min (src/modules/admin/api-keys.ts)',
   ADMIN_KEY_FAILURES_WINDOW_MS: 'a client may send 10 wrong admin keys per 15 min (src/modules/admin/api-keys.ts)',
-  REFRESH_TOKENS_KEPT: '100 rotated refresh tokens are kept per session (src/modules/sessions/repository.ts)',
+  REFRESH_TOKENS_KEPT: '100 rotated refresh tokens are kept per session (src/modules/identity/repository.ts)',
   UPLOAD_DIR: 'product images are stored in the database; files from an older version are imported with scripts/import-uploads.ts (docs/operations.md)'
 }
 

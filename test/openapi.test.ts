@@ -321,7 +321,7 @@ t.test('each route answers every status it documents, and documents every status
       413: () => app.inject({ method: 'POST', url: '/api/auth/mfa/totp', payload: { mfaToken: UNKNOWN_TICKET, recoveryCode: 'x'.repeat(2_000_000) } }),
       415: () => app.inject({ method: 'POST', url: '/api/auth/mfa/totp', ...text }),
       429: () => overBudget(() => limited.inject({ method: 'POST', url: '/api/auth/mfa/totp', payload: { mfaToken: UNKNOWN_TICKET, code: '123456' } })),
-      500: () => failing(app.factors, 'completeWithCode', () => app.inject({ method: 'POST', url: '/api/auth/mfa/totp', payload: { mfaToken: UNKNOWN_TICKET, code: '123456' } })),
+      500: () => failing(app.identity.factors, 'completeWithCode', () => app.inject({ method: 'POST', url: '/api/auth/mfa/totp', payload: { mfaToken: UNKNOWN_TICKET, code: '123456' } })),
       503: () => noRedis.inject({ method: 'POST', url: '/api/auth/mfa/totp', payload: { mfaToken: UNKNOWN_TICKET, code: '123456' } })
     },
     'POST /api/auth/mfa/passkey/options': {
@@ -331,7 +331,7 @@ t.test('each route answers every status it documents, and documents every status
       413: () => app.inject({ method: 'POST', url: '/api/auth/mfa/passkey/options', payload: { mfaToken: 'x'.repeat(2_000_000) } }),
       415: () => app.inject({ method: 'POST', url: '/api/auth/mfa/passkey/options', ...text }),
       429: () => overBudget(() => limited.inject({ method: 'POST', url: '/api/auth/mfa/passkey/options', payload: { mfaToken: UNKNOWN_TICKET } })),
-      500: () => failing(app.factors, 'secondStepPasskeyOptions', () => app.inject({ method: 'POST', url: '/api/auth/mfa/passkey/options', payload: { mfaToken: UNKNOWN_TICKET } })),
+      500: () => failing(app.identity.factors, 'secondStepPasskeyOptions', () => app.inject({ method: 'POST', url: '/api/auth/mfa/passkey/options', payload: { mfaToken: UNKNOWN_TICKET } })),
       503: () => noRedis.inject({ method: 'POST', url: '/api/auth/mfa/passkey/options', payload: { mfaToken: UNKNOWN_TICKET } })
     },
     'POST /api/auth/mfa/passkey': {
@@ -342,13 +342,13 @@ t.test('each route answers every status it documents, and documents every status
       413: () => app.inject({ method: 'POST', url: '/api/auth/mfa/passkey', payload: { mfaToken: UNKNOWN_TICKET, response: { ...stray, id: 'x'.repeat(2_000_000) } } }),
       415: () => app.inject({ method: 'POST', url: '/api/auth/mfa/passkey', ...text }),
       429: () => overBudget(() => limited.inject({ method: 'POST', url: '/api/auth/mfa/passkey', payload: { mfaToken: UNKNOWN_TICKET, response: stray } })),
-      500: () => failing(app.factors, 'completeWithPasskey', () => app.inject({ method: 'POST', url: '/api/auth/mfa/passkey', payload: { mfaToken: UNKNOWN_TICKET, response: stray } })),
+      500: () => failing(app.identity.factors, 'completeWithPasskey', () => app.inject({ method: 'POST', url: '/api/auth/mfa/passkey', payload: { mfaToken: UNKNOWN_TICKET, response: stray } })),
       503: () => noRedis.inject({ method: 'POST', url: '/api/auth/mfa/passkey', payload: { mfaToken: UNKNOWN_TICKET, response: stray } })
     },
     'POST /api/auth/passkey/options': {
       200: () => app.inject({ method: 'POST', url: '/api/auth/passkey/options' }),
       429: () => overBudget(() => limited.inject({ method: 'POST', url: '/api/auth/passkey/options' })),
-      500: () => failing(app.factors, 'signInOptions', () => app.inject({ method: 'POST', url: '/api/auth/passkey/options' })),
+      500: () => failing(app.identity.factors, 'signInOptions', () => app.inject({ method: 'POST', url: '/api/auth/passkey/options' })),
       503: () => noRedis.inject({ method: 'POST', url: '/api/auth/passkey/options' })
     },
     'POST /api/auth/passkey/login': {
@@ -359,13 +359,13 @@ t.test('each route answers every status it documents, and documents every status
       413: () => app.inject({ method: 'POST', url: '/api/auth/passkey/login', payload: { response: { ...stray, id: 'x'.repeat(2_000_000) } } }),
       415: () => app.inject({ method: 'POST', url: '/api/auth/passkey/login', ...text }),
       429: () => overBudget(() => limited.inject({ method: 'POST', url: '/api/auth/passkey/login', payload: { response: stray } })),
-      500: () => failing(app.factors, 'signIn', () => app.inject({ method: 'POST', url: '/api/auth/passkey/login', payload: { response: stray } })),
+      500: () => failing(app.identity.factors, 'signIn', () => app.inject({ method: 'POST', url: '/api/auth/passkey/login', payload: { response: stray } })),
       503: () => noRedis.inject({ method: 'POST', url: '/api/auth/passkey/login', payload: { response: stray } })
     },
     'GET /api/security': {
       200: () => app.inject({ url: '/api/security', headers: mfaUser.auth }),
       401: () => app.inject({ url: '/api/security' }),
-      500: () => failing(app.factors, 'overview', () => app.inject({ url: '/api/security', headers: me.auth })),
+      500: () => failing(app.identity.factors, 'overview', () => app.inject({ url: '/api/security', headers: me.auth })),
       503: () => down.inject({ url: '/api/security', headers: me.auth })
     },
     'POST /api/security/totp': {
@@ -377,7 +377,7 @@ t.test('each route answers every status it documents, and documents every status
       401: () => app.inject({ method: 'POST', url: '/api/security/totp' }),
       403: () => app.inject({ method: 'POST', url: '/api/security/totp', headers: evil(me) }),
       409: () => app.inject({ method: 'POST', url: '/api/security/totp', headers: mfaUser.auth, payload: { currentPassword: mfaUser.password } }),
-      500: () => failing(app.factors, 'startTotp', () => app.inject({ method: 'POST', url: '/api/security/totp', headers: me.auth, payload: { currentPassword: me.password } })),
+      500: () => failing(app.identity.factors, 'startTotp', () => app.inject({ method: 'POST', url: '/api/security/totp', headers: me.auth, payload: { currentPassword: me.password } })),
       503: () => down.inject({ method: 'POST', url: '/api/security/totp', headers: me.auth, payload: { currentPassword: me.password } })
     },
     'POST /api/security/totp/confirm': {
@@ -393,7 +393,7 @@ t.test('each route answers every status it documents, and documents every status
       413: () => app.inject({ method: 'POST', url: '/api/security/totp/confirm', headers: me.auth, payload: { code: 'x'.repeat(2_000_000) } }),
       429: () => overBudget(() => limited.inject({ method: 'POST', url: '/api/security/totp/confirm', headers: budgetUser.auth, payload: { code: '123456', currentPassword: budgetUser.password } })),
       415: () => app.inject({ method: 'POST', url: '/api/security/totp/confirm', headers: { ...me.auth, ...text.headers }, payload: text.payload }),
-      500: () => failing(app.factors, 'confirmTotp', () => app.inject({ method: 'POST', url: '/api/security/totp/confirm', headers: me.auth, payload: { currentPassword: me.password, code: '123456' } })),
+      500: () => failing(app.identity.factors, 'confirmTotp', () => app.inject({ method: 'POST', url: '/api/security/totp/confirm', headers: me.auth, payload: { currentPassword: me.password, code: '123456' } })),
       503: () => down.inject({ method: 'POST', url: '/api/security/totp/confirm', headers: me.auth, payload: { currentPassword: me.password, code: '123456' } })
     },
     'POST /api/security/totp/disable': {
@@ -404,7 +404,7 @@ t.test('each route answers every status it documents, and documents every status
       409: () => app.inject({ method: 'POST', url: '/api/security/totp/disable', headers: me.auth, payload: { code: '123456' } }),
       413: () => app.inject({ method: 'POST', url: '/api/security/totp/disable', headers: me.auth, payload: { password: 'x'.repeat(2_000_000) } }),
       415: () => app.inject({ method: 'POST', url: '/api/security/totp/disable', headers: { ...me.auth, ...text.headers }, payload: text.payload }),
-      500: () => failing(app.factors, 'disableTotp', () => app.inject({ method: 'POST', url: '/api/security/totp/disable', headers: me.auth, payload: { code: '123456' } })),
+      500: () => failing(app.identity.factors, 'disableTotp', () => app.inject({ method: 'POST', url: '/api/security/totp/disable', headers: me.auth, payload: { code: '123456' } })),
       503: () => down.inject({ method: 'POST', url: '/api/security/totp/disable', headers: me.auth, payload: { code: '123456' } })
     },
     'POST /api/security/recovery-codes': {
@@ -416,7 +416,7 @@ t.test('each route answers every status it documents, and documents every status
       413: () => app.inject({ method: 'POST', url: '/api/security/recovery-codes', headers: me.auth, payload: { currentPassword: 'x'.repeat(2_000_000) } }),
       415: () => app.inject({ method: 'POST', url: '/api/security/recovery-codes', headers: { ...me.auth, ...text.headers }, payload: text.payload }),
       429: () => overBudget(() => limited.inject({ method: 'POST', url: '/api/security/recovery-codes', headers: budgetUser.auth, payload: { currentPassword: budgetUser.password } })),
-      500: () => failing(app.factors, 'regenerateRecoveryCodes', () => app.inject({ method: 'POST', url: '/api/security/recovery-codes', headers: me.auth, payload: { currentPassword: me.password } })),
+      500: () => failing(app.identity.factors, 'regenerateRecoveryCodes', () => app.inject({ method: 'POST', url: '/api/security/recovery-codes', headers: me.auth, payload: { currentPassword: me.password } })),
       503: () => down.inject({ method: 'POST', url: '/api/security/recovery-codes', headers: me.auth, payload: { currentPassword: me.password } })
     },
     'POST /api/security/passkey-options': {
@@ -432,7 +432,7 @@ t.test('each route answers every status it documents, and documents every status
         for (let i = 0; i < 20; i++) await addPasskey(session, new SoftAuthenticator())
         return await app.inject({ method: 'POST', url: '/api/security/passkey-options', headers: session.auth, payload: { currentPassword: session.password } })
       },
-      500: () => failing(app.factors, 'registrationOptions', () => app.inject({ method: 'POST', url: '/api/security/passkey-options', headers: me.auth, payload: { currentPassword: me.password } })),
+      500: () => failing(app.identity.factors, 'registrationOptions', () => app.inject({ method: 'POST', url: '/api/security/passkey-options', headers: me.auth, payload: { currentPassword: me.password } })),
       503: () => down.inject({ method: 'POST', url: '/api/security/passkey-options', headers: me.auth, payload: { currentPassword: me.password } })
     },
     'POST /api/security/passkeys': {
@@ -444,7 +444,7 @@ t.test('each route answers every status it documents, and documents every status
       413: () => app.inject({ method: 'POST', url: '/api/security/passkeys', headers: me.auth, payload: { name: 'x'.repeat(2_000_000) } }),
       429: () => overBudget(() => limited.inject({ method: 'POST', url: '/api/security/passkeys', headers: budgetUser.auth, payload: { response: strayRegistration, currentPassword: budgetUser.password } })),
       415: () => app.inject({ method: 'POST', url: '/api/security/passkeys', headers: { ...me.auth, ...text.headers }, payload: text.payload }),
-      500: () => failing(app.factors, 'register', () => app.inject({ method: 'POST', url: '/api/security/passkeys', headers: me.auth, payload: { currentPassword: me.password, response: strayRegistration } })),
+      500: () => failing(app.identity.factors, 'register', () => app.inject({ method: 'POST', url: '/api/security/passkeys', headers: me.auth, payload: { currentPassword: me.password, response: strayRegistration } })),
       503: () => down.inject({ method: 'POST', url: '/api/security/passkeys', headers: me.auth, payload: { currentPassword: me.password, response: strayRegistration } })
     },
     'PATCH /api/security/passkeys/{id}': {
@@ -455,7 +455,7 @@ t.test('each route answers every status it documents, and documents every status
       404: () => app.inject({ method: 'PATCH', url: `/api/security/passkeys/${keyId}`, headers: me.auth, payload: { name: 'Not mine' } }),
       413: () => app.inject({ method: 'PATCH', url: `/api/security/passkeys/${keyId}`, headers: me.auth, payload: { name: 'x'.repeat(2_000_000) } }),
       415: () => app.inject({ method: 'PATCH', url: `/api/security/passkeys/${keyId}`, headers: { ...me.auth, ...text.headers }, payload: text.payload }),
-      500: () => failing(app.factors, 'renamePasskey', () => app.inject({ method: 'PATCH', url: `/api/security/passkeys/${keyId}`, headers: me.auth, payload: { name: 'x' } })),
+      500: () => failing(app.identity.factors, 'renamePasskey', () => app.inject({ method: 'PATCH', url: `/api/security/passkeys/${keyId}`, headers: me.auth, payload: { name: 'x' } })),
       503: () => down.inject({ method: 'PATCH', url: `/api/security/passkeys/${keyId}`, headers: me.auth, payload: { name: 'x' } })
     },
     'DELETE /api/security/passkeys/{id}': {
@@ -464,7 +464,7 @@ t.test('each route answers every status it documents, and documents every status
       401: () => app.inject({ method: 'DELETE', url: `/api/security/passkeys/${keyId}` }),
       403: () => app.inject({ method: 'DELETE', url: `/api/security/passkeys/${keyId}`, headers: evil(mfaUser) }),
       404: () => app.inject({ method: 'DELETE', url: `/api/security/passkeys/${keyId}`, headers: me.auth }),
-      500: () => failing(app.factors, 'deletePasskey', () => app.inject({ method: 'DELETE', url: `/api/security/passkeys/${keyId}`, headers: me.auth })),
+      500: () => failing(app.identity.factors, 'deletePasskey', () => app.inject({ method: 'DELETE', url: `/api/security/passkeys/${keyId}`, headers: me.auth })),
       503: () => down.inject({ method: 'DELETE', url: `/api/security/passkeys/${keyId}`, headers: me.auth })
     },
     'POST /api/auth/refresh-token': {
@@ -681,7 +681,7 @@ t.test('each route answers every status it documents, and documents every status
       401: () => app.inject({ method: 'DELETE', url: '/api/admin/users/1/factors' }),
       404: () => app.inject({ method: 'DELETE', url: '/api/admin/users/2147483647/factors', headers: ADMIN }),
       429: () => overBudget(() => limited.inject({ method: 'DELETE', url: '/api/admin/users/1/factors', headers: WRONG_ADMIN })),
-      500: () => failing(app.factors, 'reset', () => app.inject({ method: 'DELETE', url: `/api/admin/users/${me.id}/factors`, headers: ADMIN })),
+      500: () => failing(app.identity.factors, 'reset', () => app.inject({ method: 'DELETE', url: `/api/admin/users/${me.id}/factors`, headers: ADMIN })),
       503: () => down.inject({ method: 'DELETE', url: '/api/admin/users/1/factors', headers: ADMIN })
     },
     'DELETE /api/admin/products/{id}': {

@@ -267,7 +267,7 @@ t.test('refused: a challenge used twice', async (t) => {
 })
 
 t.test('an expired challenge', async (t) => {
-  t.comment('No setting or test tuning shortens the challenge TTL (CHALLENGE_TTL_MS, 5 min, a constant of src/modules/factors/service.ts): ' +
+  t.comment('No setting or test tuning shortens the challenge TTL (CHALLENGE_TTL_MS, 5 min, a constant of src/modules/identity/factors.ts): ' +
     "expiry is shown with Redis's own, the key's TTL checked and then cut short behind the app's back")
   const redis = await testRedis(t)
   if (redis === undefined) return

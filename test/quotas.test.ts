@@ -5,7 +5,8 @@
  * in a burst. The counts are read from the database behind the API's back.
  */
 import t, { type Test } from 'tap'
-import { hashRefreshToken, newRefreshToken } from '../src/modules/sessions/tokens.js'
+import { sessionsRepository } from '../src/modules/identity/repository.js'
+import { hashRefreshToken, newRefreshToken } from '../src/modules/identity/tokens.js'
 import { assertProblem, type Answer } from './helpers/assertions.js'
 import { build, registerAndLogin, type Session, type TestApp } from './helpers/build.js'
 import { createTestDatabase, sqlClient } from './helpers/database.js'
@@ -177,9 +178,10 @@ t.test('REFRESH_MIN_INTERVAL_MS=0: back-to-back rotations are never refused (tim
   let current = hashRefreshToken(me.refreshToken)
   const refused: unknown[] = []
   // The repository straight on the pool: nothing between two statements but a round trip.
+  const sessions = sessionsRepository(app.prisma, { ...app.config.auth, refreshTokensKept: 5 })
   for (let i = 0; i < 500; i++) {
     const next = newRefreshToken().hash
-    const result = await app.sessionsRepository.rotate(current, next, expiresAt)
+    const result = await sessions.rotate(current, next, expiresAt)
     if (typeof result !== 'object' || !('sessionId' in result)) refused.push(result)
     current = next
     if (refused.length > 0) break

@@ -1,6 +1,6 @@
 /**
  * The single-use tokens of e-mailed links (password reset, e-mail verification) and of a
- * login's second step (src/modules/factors): 32 random
+ * login's second step (src/modules/identity): 32 random
  * bytes in base64url, stored only as their SHA-256 (a 256-bit random value cannot be guessed
  * whatever the hash's speed, and the digest can be looked up by index).
  */

@@ -19,7 +19,7 @@
  *
  * Admission's refusals, written before Fastify sees the request, carry the same headers
  * (corsHeadersOutsideFastify). The origin check of cookie-authenticated changes
- * (src/lib/csrf.ts) trusts the same list.
+ * (src/modules/identity/csrf.ts) trusts the same list.
  */
 import fastifyCors, { type FastifyCorsOptions } from '@fastify/cors'
 import createError from '@fastify/error'

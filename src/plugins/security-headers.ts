@@ -26,7 +26,7 @@ async function securityHeaders (app: FastifyInstance, options: SecurityHeadersOp
   const common = {
     // helmet's default, `no-referrer`, makes browsers send `Origin: null` on every form post
     // (the Fetch standard, "append a request `Origin` header"), which hides where the post
-    // comes from and so defeats the origin check of cookie requests (src/lib/csrf.ts).
+    // comes from and so defeats the origin check of cookie requests (src/modules/identity/csrf.ts).
     // `strict-origin-when-cross-origin` (browsers' own default) sends the origin with
     // every post, same-origin or to a trusted origin, and never a path across origins nor
     // anything from HTTPS to HTTP. `same-origin` would send `null` again from a page of one

@@ -11,7 +11,7 @@
  *   ignores ports), so this is the "another origin, same site" row of README "Browsers".
  * - the attacker, same site: http://127.0.0.1:<evil port>, not listed. Chromium sends the
  *   SameSite=Strict session cookies with its requests (same site), so only the service's
- *   origin check (src/lib/csrf.ts) stands between it and the session: the test that matters.
+ *   origin check (src/modules/identity/csrf.ts) stands between it and the session: the test that matters.
  * - the attacker, cross-site: http://localhost:<evil port>. `localhost` and `127.0.0.1` are
  *   different sites, so Chromium withholds the SameSite=Strict cookies: the request arrives
  *   unauthenticated (401), the defence in depth that a same-site attacker does not face.

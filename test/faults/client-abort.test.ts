@@ -117,7 +117,7 @@ t.test('a database connection reset (ECONNRESET from pg) is still a 503 SERVICE_
   viaRelay.host = `127.0.0.1:${relay.port}`
   const { app, port, lines } = await listening(t, {}, viaRelay.toString())
   const { id, auth } = await registerAndLogin(app)
-  // The token check's query is raw `pg` (src/modules/users/repository.ts): its error is pg's own.
+  // The token check's query is raw `pg` (src/modules/identity/repository.ts): its error is pg's own.
   const get = async (requestId: string): Promise<Response> => await fetch(`http://127.0.0.1:${port}/api/user/${id}`, { headers: { ...auth, 'x-request-id': requestId } })
   t.equal((await get('db-1')).status, 200, 'served through the relay')
 

@@ -68,7 +68,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
   }, async (request, reply) => {
     const { id } = request.params
     if (await app.usersRepository.findCredentialsById(id) === null) throw new NotFound(`User ${id} does not exist`)
-    const removed = await app.factors.reset(id)
+    const removed = await app.identity.factors.reset(id)
     request.log.warn({ event: 'factors-reset', userId: id, removed, client: request.ip }, 'factors reset')
     return reply.code(204).send(null)
   })

@@ -1,11 +1,8 @@
 /**
  * Database access for users, built once and decorated as `app.usersRepository`
  * (docs/architecture.md). Only the public columns (`User` in ./schemas.ts) ever leave it,
- * except the credentials the users service and the token check need.
- * Reads that run on every request (the token's user) or on every login are prepared
- * statements on Prisma's own pg pool: Prisma compiles each query anew, about 40% of the CPU
- * of an authenticated read (bench/README.md, "Where the CPU of GET /api/user/:id goes").
- * Behind PgBouncer (DB_PGBOUNCER) they are unnamed (src/db/sql.ts).
+ * except the credentials sign-in needs (src/modules/identity/). Every statement is a named
+ * prepared statement (src/db/sql.ts; unnamed behind PgBouncer, DB_PGBOUNCER).
  */
 import createError from '@fastify/error'
 import type { FastifyInstance } from 'fastify'
@@ -39,7 +36,7 @@ export function publicUserColumns (table?: string): string {
  */
 export const EmailTaken = createError('CONFLICT', 'This email is already taken', 409)
 
-/** A public user with the version its tokens must carry (src/plugins/authentication.ts). */
+/** A public user with the version their tokens must carry (the token check: src/modules/identity/repository.ts). */
 export type TokenUser = PublicUser & { tokenVersion: number }
 
 /** The account a login name names, if any, and the name folded as the database folds it. */
@@ -48,12 +45,6 @@ interface LoginAccount {
   folded: string
   credentials: { id: number, passwordHash: string, tokenVersion: number, emailVerified: boolean } | null
 }
-
-// The session check is a join on the session's primary key in the same statement: no
-// second round trip (bench/README.md, "Session check").
-const TOKEN_USER_SQL = `SELECT ${publicUserColumns('u')},
-  u.token_version AS "tokenVersion" FROM users u JOIN sessions s ON s.user_id = u.id
-  WHERE u.id = $1 AND s.id = $2 AND s.revoked_at IS NULL`
 
 // Raw SQL on the pool's connection (src/db/sql.ts) rather than a Prisma interactive
 // transaction: a registration under load while the database restarted left one of those
@@ -108,7 +99,7 @@ const VERIFICATION_OTHERS_SQL = `DELETE FROM email_verification_tokens
 // link) ends everything made before it: whoever registered the address before its owner
 // (pre-hijacking) keeps no session, no second-step ticket and no factor. The token version
 // moves on (every session and ticket ends); factors cannot be added before the address is
-// verified (src/modules/factors/routes.ts), and any made so are removed here.
+// verified (src/modules/identity/security-routes.ts), and any made so are removed here.
 const FIRST_PROOF_SQL = {
   'first-proof-passkeys': 'DELETE FROM passkeys WHERE user_id = $1',
   'first-proof-recovery-codes': 'DELETE FROM recovery_codes WHERE user_id = $1',
@@ -136,12 +127,6 @@ function usersRepository (prisma: PrismaClient) {
   }
 
   return {
-    /** The user a token names, with its token version, if the token's session is live; run on every authenticated request. */
-    async findTokenUser (id: number, sessionId: string): Promise<TokenUser | null> {
-      const [row] = await db.rows<TokenUser>('token-user-session', TOKEN_USER_SQL, [id, sessionId])
-      return row ?? null
-    },
-
     /**
      * The account of a login name, by username or e-mail (both case-insensitive: citext),
      * with the database's folding of the name.

@@ -1,6 +1,8 @@
 /**
  * /api/user: registration and the user's own record. A user reads, changes and
- * deletes only their own record: another id answers 403, whether or not it exists.
+ * deletes only their own record: another id answers 403, whether or not it exists. The
+ * routes of the own record are a signed-in subtree: `app.authenticate` is its one hook.
+ * Passwords are checked, and sessions started and ended, by identity (`app.identity`).
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyRequest } from 'fastify'
@@ -9,19 +11,12 @@ import { budget, type AttemptStore } from '../../lib/attempts.js'
 import { BadRequest, Forbidden } from '../../lib/problem.js'
 import { empty, HEADERS, json, problems, sessionAuth } from '../../lib/responses.js'
 import { IdParams } from '../../lib/schemas.js'
-import type { AuthBudget } from './budget.js'
-import { stepUp } from './step-up.js'
-import { deliverSession } from '../sessions/index.js'
-import { registrationRoute } from './registration.js'
+import { registrationRoute } from './account-routes.js'
 import { DeleteUserBody, UpdatedUser, UpdateUserBody, User, type PublicUser } from './schemas.js'
 
 export interface UserRoutesOptions {
-  /** The per-client budget of bcrypt-costing requests (shared with the auth routes). */
-  authBudget: AuthBudget
   /** Where changes of one's own record are counted; `max` and `timeWindow` are ACCOUNT_CHANGES unless a test sets them. */
   accountChanges: { max?: number, timeWindow?: number, store?: AttemptStore }
-  /** ACCESS_TOKEN_TTL, as configured: `expiresIn` of the session a password change starts. */
-  accessTokenTtl: string
 }
 
 /**
@@ -41,14 +36,16 @@ function ownRecord (request: FastifyRequest, id: number): PublicUser {
 }
 
 export const userRoutes: FastifyPluginAsyncTypebox<UserRoutesOptions> = async (app, options) => {
-  const { users } = app
-  const requireProof = stepUp({ authBudget: options.authBudget, checkCurrentPassword: users.checkCurrentPassword })
-  const changes = budget({ ...ACCOUNT_CHANGES, ...options.accountChanges, refusal: (seconds) => new TooManyAccountChanges(seconds) })
+  registrationRoute(app, { url: '', operationId: 'createUser', tag: 'users', summary: 'Register a user' })
+  await app.register(ownRecordRoutes, { accountChanges: options.accountChanges })
+}
 
-  registrationRoute(app, { url: '', operationId: 'createUser', tag: 'users', summary: 'Register a user', authBudget: options.authBudget })
+const ownRecordRoutes: FastifyPluginAsyncTypebox<UserRoutesOptions> = async (app, options) => {
+  const { users, identity } = app
+  const changes = budget({ ...ACCOUNT_CHANGES, ...options.accountChanges, refusal: (seconds) => new TooManyAccountChanges(seconds) })
+  app.addHook('onRequest', app.authenticate)
 
   app.get('/:id', {
-    onRequest: app.authenticate,
     schema: {
       operationId: 'getUser',
       tags: ['users'],
@@ -63,7 +60,6 @@ export const userRoutes: FastifyPluginAsyncTypebox<UserRoutesOptions> = async (a
   })
 
   app.patch('/:id', {
-    onRequest: app.authenticate,
     schema: {
       operationId: 'updateUser',
       tags: ['users'],
@@ -83,20 +79,16 @@ export const userRoutes: FastifyPluginAsyncTypebox<UserRoutesOptions> = async (a
     const { id } = own
     users.validateUpdate(request.body)
     if (users.needsProof(own, request.body) && request.body.currentPassword === undefined) throw new BadRequest('Send `currentPassword`: a new e-mail address or password needs your current password')
-    if (request.body.password !== undefined || request.body.email !== undefined) await app.factors.requireRecentSignIn(request.sessionId!)
+    if (request.body.password !== undefined || request.body.email !== undefined) await identity.factors.requireRecentSignIn(request.sessionId!)
     await changes.spend(`user:${id}`, reply)
     // Whenever sent it is checked, with the one check every lasting change uses.
-    if (request.body.currentPassword !== undefined) await requireProof(request, reply)
+    if (request.body.currentPassword !== undefined) await identity.requireProof(request, reply)
     const { user, tokenVersion } = await users.update(id, request.body)
     if (tokenVersion === undefined) return { user }
-    // The new session was signed in as this one was.
-    const issued = await app.sessions.start({ id, tokenVersion }, await app.factors.sessionMethods(request.sessionId!))
-    const mode = request.authenticatedBy === 'cookie' ? 'cookie' : 'token'
-    return { user, ...deliverSession(reply, app.sessionCookies, issued, mode, options.accessTokenTtl) }
+    return { user, ...await identity.renew(request, reply, { id, tokenVersion }) }
   })
 
   app.delete('/:id', {
-    onRequest: app.authenticate,
     schema: {
       operationId: 'deleteUser',
       tags: ['users'],
@@ -110,12 +102,13 @@ export const userRoutes: FastifyPluginAsyncTypebox<UserRoutesOptions> = async (a
     }
   }, async (request, reply) => {
     const { id } = ownRecord(request, request.params.id)
-    await app.factors.requireRecentSignIn(request.sessionId!)
+    await identity.factors.requireRecentSignIn(request.sessionId!)
     await changes.spend(`user:${id}`, reply)
-    await options.authBudget(request, reply)
-    await users.deleteOwn(id, request.body.password, reply)
+    await identity.authBudget(request, reply)
+    await identity.checkCurrentPassword(id, request.body.password, reply)
+    await users.deleteOwn(id)
     // Its sessions went with it (foreign key cascade); a browser's cookies go too.
-    app.sessionCookies.clear(reply)
+    identity.cookies.clear(reply)
     return reply.code(204).send(null)
   })
 }

@@ -1,7 +1,7 @@
 /** Schemas of the user resource; the TypeScript types come from them. */
 import { Type, type Static } from 'typebox'
 import { Id, Timestamp } from '../../lib/schemas.js'
-import { CookieSession, TokenSession } from '../sessions/index.js'
+import { CookieSession, TokenSession } from '../../lib/session-schemas.js'
 
 /** Letters, digits, `.`, `_` and `-`: never `@`, so a login name with `@` is an e-mail. */
 const Username = Type.String({ minLength: 3, maxLength: 32, pattern: '^[A-Za-z0-9._-]+$', description: '3-32 letters, digits, `.`, `_` or `-`' })
@@ -65,11 +65,6 @@ export const User = Type.Object({
 })
 /** A user as it may leave the service (and as `request.currentUser` holds it). */
 export type PublicUser = Static<typeof User>
-
-declare module '../../plugins/authentication.js' {
-  /** `request.currentUser` is a public user: the token check's query reads these columns (repository.ts). */
-  interface AuthenticatedUser extends PublicUser {}
-}
 
 /**
  * A password change ends every session, this one too, and starts a new one: its fields

@@ -1,35 +1,25 @@
 /**
- * JWT authentication: @fastify/jwt with HS256 pinned for signing and verifying, and the
- * `authenticate` hook protected routes run on `onRequest` (before the body is read).
- * A token is accepted only when its user still exists, its `ver` claim equals the user's
- * token version (a password change bumps it) and its session (`sid`) has not been revoked
- * (logout, reuse of a refresh token): the `findUser` it is given (the users repository's
- * prepared statement) reads the user and checks the session in one statement. The public
- * user record is kept on `request.currentUser`, so a route that needs it asks no second query.
+ * The token check, `app.authenticate`: the `onRequest` hook of every signed-in subtree (before
+ * the body is read). @fastify/jwt verifies with HS256 pinned (plugin.ts registers it). A
+ * token is accepted only when its user still exists, its `ver` claim equals the user's token
+ * version (a password change bumps it) and its session (`sid`) has not been revoked (logout,
+ * reuse of a refresh token): one prepared statement reads the user and checks the session
+ * (repository.ts, `tokenUser`). The public user record is kept on `request.currentUser`, so a
+ * route that needs it asks no second query.
  *
  * The token comes from the `Authorization: Bearer` header or, when the request has no
  * Authorization header at all, from the access-token cookie of browser clients: the header
  * wins, and a bad header is a 401 even with a good cookie. A cookie-authenticated request
- * with an unsafe method must pass the origin check (src/lib/csrf.ts) first.
+ * with an unsafe method must pass the origin check (csrf.ts) first.
  */
-import fastifyJwt from '@fastify/jwt'
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import fp from 'fastify-plugin'
-import { isSafeMethod, type OriginCheck } from '../lib/csrf.js'
-import { Unauthorized } from '../lib/problem.js'
-import { MAX_INT4 } from '../lib/schemas.js'
+import type { JWT } from '@fastify/jwt'
+import type { FastifyReply, FastifyRequest } from 'fastify'
+import { Unauthorized } from '../../lib/problem.js'
+import { MAX_INT4 } from '../../lib/schemas.js'
+import type { PublicUser, TokenUser } from '../users/index.js'
+import { isSafeMethod, type OriginCheck } from './csrf.js'
 
-/**
- * The user `authenticate` keeps on `request.currentUser`. The users module gives it its
- * shape by merging into this interface (`PublicUser`, src/modules/users/schemas.ts), as an
- * application fills in @fastify/jwt's `FastifyJWT`: this plugin imports no module.
- */
-export interface AuthenticatedUser { id: number }
-
-/** What `findUser` reads: the user and the token version their tokens must carry. */
-export type TokenUser = AuthenticatedUser & { tokenVersion: number }
-
-interface TokenClaims {
+export interface TokenClaims {
   /** The user id, as a string (RFC 7519). */
   sub: string
   /** The user's token version when the token was issued. */
@@ -48,11 +38,10 @@ declare module '@fastify/jwt' {
 declare module 'fastify' {
   interface FastifyInstance {
     authenticate: (request: FastifyRequest, reply: FastifyReply) => Promise<void>
-    signToken: (user: { id: number, tokenVersion: number }, sessionId: string) => Promise<string>
   }
   interface FastifyRequest {
     /** The authenticated user, set by `authenticate`; null on public routes. */
-    currentUser: AuthenticatedUser | null
+    currentUser: PublicUser | null
     /** The session of the request's access token, set by `authenticate`. */
     sessionId: string | null
     /** Where `authenticate` found the access token. */
@@ -60,19 +49,17 @@ declare module 'fastify' {
   }
 }
 
-interface AuthenticationOptions {
-  secret: string
-  /** Lifetime of an access token (ACCESS_TOKEN_TTL, `15m`). */
-  accessTokenTtl: string
-  /** The user a token names, with its token version, if the token's session is live, or null: runs on every authenticated request. */
-  findUser: (id: number, sessionId: string) => Promise<TokenUser | null>
+export interface AuthenticatorOptions {
+  /** @fastify/jwt's verifier, HS256 only. */
+  jwt: Pick<JWT, 'verify'>
+  /** The user a token names, with their token version, if the token's session is live, or null. */
+  tokenUser: (id: number, sessionId: string) => Promise<TokenUser | null>
   /** Name of the access-token cookie of browser clients. */
   accessCookie: string
   /** The CSRF check of cookie-authenticated unsafe requests. */
   originCheck: OriginCheck
 }
 
-const ALGORITHM = 'HS256'
 const SUB_PATTERN = /^[1-9][0-9]{0,9}$/
 /** Session ids (the `sid` claim) are UUIDs: checked before they reach a `uuid` column. */
 const SESSION_ID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
@@ -85,23 +72,10 @@ function subjectId (sub: unknown): number | undefined {
   return id <= MAX_INT4 ? id : undefined
 }
 
-async function authentication (app: FastifyInstance, options: AuthenticationOptions): Promise<void> {
-  await app.register(fastifyJwt, {
-    secret: options.secret,
-    sign: { algorithm: ALGORITHM, expiresIn: options.accessTokenTtl },
-    verify: { algorithms: [ALGORITHM] }
-  })
-
-  app.decorateRequest('currentUser', null)
-  app.decorateRequest('sessionId', null)
-  app.decorateRequest('authenticatedBy', null)
-  const { findUser } = options
-
-  app.decorate('signToken', async function signToken (user: { id: number, tokenVersion: number }, sessionId: string) {
-    return app.jwt.sign({ sub: String(user.id), ver: user.tokenVersion, sid: sessionId })
-  })
-
-  app.decorate('authenticate', async function authenticate (request: FastifyRequest) {
+/** The `authenticate` hook. */
+export function authenticator (options: AuthenticatorOptions): (request: FastifyRequest) => Promise<void> {
+  const { jwt, tokenUser } = options
+  return async function authenticate (request: FastifyRequest) {
     let claims: TokenClaims
     // Any Authorization header wins over the cookie (a malformed one is a 401, not a fallback).
     const header = request.headers.authorization
@@ -114,7 +88,7 @@ async function authentication (app: FastifyInstance, options: AuthenticationOpti
     // `request.jwtVerify` would merge options, decode the token a second time and go
     // through callbacks on every request (bench/README.md, "The floor").
     try {
-      claims = app.jwt.verify<TokenClaims>(token)
+      claims = jwt.verify<TokenClaims>(token)
     } catch (error) {
       throw new Unauthorized(describeJwtError(error))
     }
@@ -122,7 +96,7 @@ async function authentication (app: FastifyInstance, options: AuthenticationOpti
     if (id === undefined || !Number.isSafeInteger(claims.ver) || (typeof claims.sid !== 'string' || !SESSION_ID_PATTERN.test(claims.sid))) {
       throw new Unauthorized('The token is not one this service issued')
     }
-    const user = await findUser(id, claims.sid)
+    const user = await tokenUser(id, claims.sid)
     if (user === null || user.tokenVersion !== claims.ver) {
       throw new Unauthorized('The token has been revoked')
     }
@@ -130,7 +104,7 @@ async function authentication (app: FastifyInstance, options: AuthenticationOpti
     request.currentUser = publicUser
     request.sessionId = claims.sid
     request.authenticatedBy = byCookie ? 'cookie' : 'header'
-  })
+  }
 }
 
 /** The token of an `Authorization: Bearer <token>` header (the scheme in any case). */
@@ -144,5 +118,3 @@ function bearerToken (header: string | undefined): string {
 function describeJwtError (error: unknown): string {
   return (error as { code?: string }).code === 'FAST_JWT_EXPIRED' ? 'The token has expired' : 'The token is invalid'
 }
-
-export default fp(authentication, { name: 'authentication', fastify: '5.x' })

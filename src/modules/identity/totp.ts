@@ -2,7 +2,7 @@
  * TOTP (RFC 6238) with otpauth: SHA-1, 6 digits, 30 s steps, the form every authenticator
  * app reads. A code is accepted for its own step and one step either side (clocks drift);
  * the caller stores the step of each accepted code, and a code of that step or an earlier
- * one is refused after (src/modules/factors/repository.ts: one UPDATE decides, so of two
+ * one is refused after (factors-repository.ts: one UPDATE decides, so of two
  * logins racing with one code, one wins).
  *
  * Recovery codes: 16 characters of base32 (80 random bits) in groups of four; stored as

@@ -5,8 +5,6 @@
  * its DELETE, a passkey's signature counter by `counter < $new`; of two requests racing with
  * one code or one assertion, the second changes no row and is refused.
  */
-import type { FastifyInstance } from 'fastify'
-import fp from 'fastify-plugin'
 import { sql, type Transaction } from '../../db/sql.js'
 import type { PrismaClient } from '../../generated/prisma/client.js'
 
@@ -183,13 +181,3 @@ export function factorsRepository (prisma: PrismaClient) {
 }
 
 export type FactorsRepository = ReturnType<typeof factorsRepository>
-
-declare module 'fastify' {
-  interface FastifyInstance {
-    factorsRepository: FactorsRepository
-  }
-}
-
-export default fp(async function factorsRepositoryPlugin (app: FastifyInstance) {
-  app.decorate('factorsRepository', factorsRepository(app.prisma))
-}, { name: 'factors-repository', fastify: '5.x', dependencies: ['prisma'] })

@@ -1,7 +1,8 @@
-/** Schemas of the second factors, passkeys and their sign-in routes. */
+/** Schemas of sign-in (password, second step, passkeys), sessions and the second factors. */
 import { Type } from 'typebox'
 import { Timestamp } from '../../lib/schemas.js'
-import { SessionMode } from '../sessions/index.js'
+import { SessionMode } from '../../lib/session-schemas.js'
+import { passwordToCheck } from '../users/index.js'
 
 const B64URL = { pattern: '^[A-Za-z0-9_-]*$' }
 const base64url = (description: string, maxLength: number) => Type.String({ ...B64URL, minLength: 1, maxLength, description })
@@ -96,7 +97,7 @@ export const Passkey = Type.Object({
   backedUp: Type.Boolean({ description: 'synced by its provider (a multi-device passkey)' })
 }, { examples: [{ id: '3f2b8c1e-6d4a-4f7e-9b2c-5a1d0e8f7c6b', name: 'Work laptop', createdAt: '2026-11-26T12:00:00.000Z', lastUsedAt: '2026-11-26T12:30:00.000Z', backedUp: true }] })
 
-/** The proof a change that adds or replaces a factor needs (src/modules/users/step-up.ts); optional here so that its absence gets the one answer of that check. */
+/** The proof a change that adds or replaces a factor needs (`requireProof`, sign-in.ts); optional here so that its absence gets the one answer of that check. */
 const CurrentPassword = Type.Optional(Type.String({ minLength: 1, maxLength: 1024, description: 'your current password: required (a stolen session alone adds no factor)' }))
 export const ProofBody = Type.Object({ currentPassword: CurrentPassword }, { additionalProperties: false, examples: [{ currentPassword: 'wonderland!' }] })
 
@@ -125,3 +126,38 @@ export const DisableTotpBody = Type.Object({
 export const RecoveryCodes = Type.Object({
   recoveryCodes: Type.Array(Type.String(), { description: 'ten single-use codes for when the authenticator is lost; shown this once: keep them safe' })
 }, { examples: [{ recoveryCodes: ['k2m4-q7xa-b3nd-e5fz', 'p6rt-w2yc-h4jm-n7sb', '...'] }] })
+
+/**
+ * `username` and `identity` are two names of one field, so clients of either route set log in.
+ * Either may hold the username or the e-mail address; exactly one must be present.
+ */
+const LoginName = Type.String({ minLength: 1, maxLength: 254, description: 'your username or e-mail address' })
+
+/**
+ * Where the browser goes after a successful login in cookie mode (303 See Other): a path of
+ * this service, never another host. One leading `/` and not `//` or `/\` (both mean "another
+ * host" to a browser), visible ASCII only, no backslash anywhere (browsers read it as `/`),
+ * no spaces, tabs or newlines (browsers drop tabs and newlines from URLs, so `/<TAB>/evil.com`
+ * would become `//evil.com`). Anything else is a 400 naming the field.
+ */
+export const RedirectPath = Type.String({
+  maxLength: 2048,
+  pattern: '^/(?!/)[!-\\[\\]-~]*$',
+  description: 'cookie mode only: after a successful login answer 303 with this `Location` instead of 200 with a body; ' +
+    'a path of this service (`/docs`, `/app/?tab=2`): one leading `/`, not `//`, visible ASCII without `\\`. A failed login still answers its problem (e.g. 401)'
+})
+
+export const LoginBody = Type.Object({
+  username: Type.Optional(LoginName),
+  identity: Type.Optional(LoginName),
+  password: passwordToCheck('your password'),
+  mode: Type.Optional(SessionMode),
+  redirect: Type.Optional(RedirectPath)
+}, { additionalProperties: false, examples: [{ username: 'alice', password: 'wonderland!' }, { identity: 'alice@example.com', password: 'wonderland!' }, { username: 'alice', password: 'wonderland!', mode: 'cookie' }] })
+
+/** Logout reads nothing from the body; one may still be sent (an HTML form's, `{}`), never with fields. */
+export const LogoutBody = Type.Object({}, { additionalProperties: false, description: 'nothing: send no body, `{}` or an empty form', examples: [{}] })
+
+export const RefreshBody = Type.Object({
+  refreshToken: Type.Optional(Type.String({ minLength: 1, maxLength: 512, description: 'the refresh token; browsers send none (the refresh cookie is used)' }))
+}, { additionalProperties: false, examples: [{ refreshToken: 'q3Vx0pX4m2yZk8rT1sW6nB9cD5fG7hJ0lK2aE4uI6oY' }, {}] })

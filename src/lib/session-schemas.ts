@@ -1,6 +1,10 @@
-/** Schemas of the session routes (login's answer, refresh, logout). */
+/**
+ * The answer that carries a new session, in its two modes: login's, a second step's and a
+ * refresh's (src/modules/identity/), and a password change's (src/modules/users/), so it
+ * lives below both modules.
+ */
 import { Type, type Static } from 'typebox'
-import { Timestamp } from '../../lib/schemas.js'
+import { Timestamp } from './schemas.js'
 
 /**
  * `token`: the tokens are in the body, for clients that send `Authorization: Bearer`;
@@ -46,7 +50,3 @@ export const SessionResult = Type.Union([TokenSession, CookieSession], {
   examples: [TOKEN_SESSION_EXAMPLE, COOKIE_SESSION_EXAMPLE]
 })
 export type SessionResultBody = Static<typeof SessionResult>
-
-export const RefreshBody = Type.Object({
-  refreshToken: Type.Optional(Type.String({ minLength: 1, maxLength: 512, description: 'the refresh token; browsers send none (the refresh cookie is used)' }))
-}, { additionalProperties: false, examples: [{ refreshToken: 'q3Vx0pX4m2yZk8rT1sW6nB9cD5fG7hJ0lK2aE4uI6oY' }, {}] })

@@ -1,152 +1,35 @@
 /**
- * The routes of second factors and passkeys: the sign-in steps under /api/auth
- * (`signInRoutes`: the second step of a login, passwordless passkey sign-in) and the
- * security settings of the signed-in user under /api/security (`securityRoutes`). The
- * public ones spend the client's budget of auth requests, as login does; the settings'
- * writes may need a recent sign-in (RECENT_SIGN_IN_MAX_AGE), and those that add or replace
- * a factor need the current password (`stepUp`) and a verified address.
+ * /api/security: the second factors and passkeys of the signed-in user. The subtree's one
+ * `onRequest` hook is `app.authenticate`. The writes may need a recent sign-in
+ * (RECENT_SIGN_IN_MAX_AGE), and those that add or replace a factor need the current password
+ * (`requireProof`, sign-in.ts) and, to add one, a verified address.
  */
 import type { FastifyPluginAsyncTypebox, TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
-import type { FastifyReply, FastifyRequest } from 'fastify'
-import type { OriginCheck } from '../../lib/csrf.js'
-import { empty, HEADERS, json, problems, sessionAuth } from '../../lib/responses.js'
-import { deliverSession, SessionResult } from '../sessions/index.js'
-import { EmailNotVerified, stepUp, type AuthBudget } from '../users/index.js'
-import {
-  CodeStepBody, ConfirmTotpBody, CreationOptions, DisableTotpBody, MfaTokenBody, Passkey, PasskeyParams, PasskeySignInBody, PasskeyStepBody,
-  ProofBody, RecoveryCodes, RegisterPasskeyBody, RenamePasskeyBody, RequestOptions, Security, TotpEnrolment
-} from './schemas.js'
-import { CHALLENGES_PER_CLIENT, CREDENTIAL_ID_MAX_BYTES, PASSKEYS_MAX_PER_USER, PUBLIC_KEY_MAX_BYTES, type SignIn } from './service.js'
-
-export interface SignInRoutesOptions {
-  authBudget: AuthBudget
-  /** ACCESS_TOKEN_TTL, as configured: the session's `expiresIn`. */
-  accessTokenTtl: string
-  originCheck: OriginCheck
-}
-
-const CHALLENGE_LIMITS = `A client address holds at most ${CHALLENGES_PER_CLIENT} live challenges (used ones count until they expire): past it, 429 \`RATE_LIMITED\`; ` +
-  'a full store (memory mode), 503; both with `Retry-After`. No request ever voids another client\'s challenge or a pending second step.'
-
-const sessionAnswer = { 200: json(SessionResult, { headers: { ...HEADERS.setCookie, ...HEADERS.noStore } }) }
-
-export const signInRoutes: FastifyPluginAsyncTypebox<SignInRoutesOptions> = async (parent, options) => {
-  const app = parent.withTypeProvider<TypeBoxTypeProvider>()
-  const { factors } = app
-  const guarded = { onRequest: options.authBudget }
-
-  /** A browser's sign-in (cookie mode) must come from a trusted origin and keep its cookies. */
-  function checkBrowser (request: FastifyRequest, mode: string): void {
-    options.originCheck(request, { requireOrigin: false })
-    if (mode === 'cookie') app.sessionCookies.assertBrowserKeeps(request)
-  }
-
-  async function startSession (reply: FastifyReply, signIn: SignIn) {
-    const issued = await app.sessions.start(signIn.account, signIn.methods)
-    return deliverSession(reply, app.sessionCookies, issued, signIn.mode, options.accessTokenTtl)
-  }
-
-  app.post('/mfa/totp', {
-    ...guarded,
-    schema: {
-      operationId: 'completeLoginWithCode',
-      tags: ['auth'],
-      summary: 'Complete a login\'s second step with a TOTP code or a recovery code; starts the session',
-      description: 'After login answered 202. A TOTP code is accepted for its 30 s step and one step either side, once; a recovery code once. ' +
-        'The session is delivered as login would have (token or cookie mode, as the login asked). ' +
-        'A wrong, expired or used code: 401 `MFA_CODE_INVALID`, counted with the account\'s wrong passwords (`LOGIN_FAILURES_MAX`: 429 past it). ' +
-        'An unknown, expired or completed `mfaToken`: 401 `MFA_TOKEN_INVALID`.',
-      body: CodeStepBody,
-      response: { ...sessionAnswer, ...problems(400, 401, 403, 413, 415) }
-    }
-  }, async (request, reply) => {
-    options.originCheck(request, { requireOrigin: false })
-    const { mfaToken, ...proof } = request.body
-    return await startSession(reply, await factors.completeWithCode(mfaToken, proof, reply))
-  })
-
-  app.post('/mfa/passkey/options', {
-    ...guarded,
-    schema: {
-      operationId: 'secondStepPasskeyOptions',
-      tags: ['auth'],
-      summary: 'The WebAuthn options to complete a login\'s second step with one of the user\'s passkeys',
-      description: CHALLENGE_LIMITS,
-      body: MfaTokenBody,
-      response: { 200: json(RequestOptions), ...problems(400, 401, 413, 415) }
-    }
-  }, async (request, reply) => await factors.secondStepPasskeyOptions(request.body.mfaToken, reply))
-
-  app.post('/mfa/passkey', {
-    ...guarded,
-    schema: {
-      operationId: 'completeLoginWithPasskey',
-      tags: ['auth'],
-      summary: 'Complete a login\'s second step with a passkey; starts the session',
-      description: 'The assertion answers the options of `POST /api/auth/mfa/passkey/options` (single use, 5 min). Refused (as for `POST /api/auth/passkey/login`, a cross-origin frame included): 401 `PASSKEY_REFUSED` with the reason.',
-      body: PasskeyStepBody,
-      response: { ...sessionAnswer, ...problems(400, 401, 403, 413, 415) }
-    }
-  }, async (request, reply) => {
-    options.originCheck(request, { requireOrigin: false })
-    return await startSession(reply, await factors.completeWithPasskey(request.body.mfaToken, request.body.response))
-  })
-
-  app.post('/passkey/options', {
-    ...guarded,
-    schema: {
-      operationId: 'passkeySignInOptions',
-      tags: ['auth'],
-      summary: 'The WebAuthn options of a sign-in with a passkey alone (no name typed)',
-      description: `No body. The challenge works once, for 5 minutes, on any replica. ${CHALLENGE_LIMITS}`,
-      'x-optional-body': true,
-      response: { 200: json(RequestOptions), ...problems() }
-    }
-  }, async (_request, reply) => await factors.signInOptions(reply))
-
-  app.post('/passkey/login', {
-    ...guarded,
-    schema: {
-      operationId: 'passkeySignIn',
-      tags: ['auth'],
-      summary: 'Sign in with a passkey alone; starts a session',
-      description: 'The assertion answers the options of `POST /api/auth/passkey/options`; the passkey names its user, whose user verification (PIN, biometrics) is required. ' +
-        '`mode` as for login (`token` by default). Refused (unknown or deleted passkey, wrong origin, made in a cross-origin frame, a counter that did not go up, a used or expired challenge, no user verification): 401 `PASSKEY_REFUSED` with the reason.',
-      body: PasskeySignInBody,
-      response: { ...sessionAnswer, ...problems(400, 401, 403, 413, 415) }
-    }
-  }, async (request, reply) => {
-    const mode = request.body.mode ?? 'token'
-    checkBrowser(request, mode)
-    return await startSession(reply, await factors.signIn(request.body.response, mode))
-  })
-}
-
-export interface SecurityRoutesOptions {
-  /** The per-client budget of bcrypt-costing requests: the current password's check spends it. */
-  authBudget: AuthBudget
-}
+import type { FastifyRequest } from 'fastify'
+import { empty, json, problems, sessionAuth } from '../../lib/responses.js'
+import { CHALLENGE_LIMITS, CREDENTIAL_ID_MAX_BYTES, PASSKEYS_MAX_PER_USER, PUBLIC_KEY_MAX_BYTES } from './factors.js'
+import { ConfirmTotpBody, CreationOptions, DisableTotpBody, Passkey, PasskeyParams, ProofBody, RecoveryCodes, RegisterPasskeyBody, RenamePasskeyBody, Security, TotpEnrolment } from './schemas.js'
+import { EmailNotVerified } from './sign-in.js'
 
 /** What a change that adds or replaces a factor may answer besides its own statuses: 400 (no `currentPassword`), 403, 413, 415, 429. */
 const PROVED = [400, 401, 403, 413, 415, 429] as const
 
-export const securityRoutes: FastifyPluginAsyncTypebox<SecurityRoutesOptions> = async (parent, options) => {
+export const securityRoutes: FastifyPluginAsyncTypebox = async (parent) => {
   const app = parent.withTypeProvider<TypeBoxTypeProvider>()
-  const { factors } = app
+  const { factors, requireProof } = app.identity
   const recent = async (request: FastifyRequest): Promise<void> => { await factors.requireRecentSignIn(request.sessionId!) }
-  const requireProof = stepUp({ authBudget: options.authBudget, checkCurrentPassword: app.users.checkCurrentPassword })
   // A factor is added only to an account whose address is proven its owner's: else whoever
   // registered someone else's address could keep a way in after the owner takes it back.
   const verified = async (request: FastifyRequest): Promise<void> => { if (request.currentUser!.emailVerifiedAt === null) throw new EmailNotVerified() }
-  const write = { onRequest: app.authenticate, preHandler: recent }
+  const write = { preHandler: recent }
   /** Adds a factor: a recent sign-in when required, a verified address, the current password. */
-  const adds = { onRequest: app.authenticate, preHandler: [recent, verified, requireProof] }
+  const adds = { preHandler: [recent, verified, requireProof] }
   /** Replaces the recovery codes: a recent sign-in when required, the current password. */
-  const proved = { onRequest: app.authenticate, preHandler: [recent, requireProof] }
+  const proved = { preHandler: [recent, requireProof] }
   app.addHook('onRequest', async (_request, reply) => { reply.header('cache-control', 'no-store') })
+  app.addHook('onRequest', app.authenticate)
 
   app.get('', {
-    onRequest: app.authenticate,
     schema: {
       operationId: 'getSecurity',
       tags: ['security'],

@@ -1,7 +1,12 @@
 /**
- * Sessions and refresh tokens in PostgreSQL (tables `sessions`, `refresh_tokens`), as named
- * prepared statements on Prisma's own pg pool: refresh is a hot path, and each statement
- * below does in one round trip what would take Prisma several queries and a transaction.
+ * Sessions and refresh tokens in PostgreSQL (tables `sessions`, `refresh_tokens`), and the
+ * token check that reads a session with its user, as named prepared statements (src/db/sql.ts):
+ * the token check runs on every authenticated request and refresh is a hot path, and each
+ * statement below does in one round trip what would otherwise take several.
+ *
+ * The token check is a join on the session's primary key in the same statement as the user's
+ * public columns (the users module's `publicUserColumns`): no second round trip
+ * (bench/README.md, "Session check").
  *
  * Rotation is one statement: the old token is marked used only if it is unused, unexpired
  * and its session is live, and the new token is inserted from that same row. Two requests
@@ -16,10 +21,9 @@
  * refresh right after login is not limited: logins have limits of their own).
  */
 import { randomUUID } from 'node:crypto'
-import type { FastifyInstance } from 'fastify'
-import fp from 'fastify-plugin'
 import { sql } from '../../db/sql.js'
 import type { PrismaClient } from '../../generated/prisma/client.js'
+import { publicUserColumns, type TokenUser } from '../users/index.js'
 
 /** Why a refresh token did not rotate; `tooSoon`: the session rotated less than the minimum interval ago (seconds to wait). */
 export type RefreshRefusal = 'unknown' | 'reused' | 'expired' | 'ended' | { tooSoon: number }
@@ -88,14 +92,24 @@ const CLASSIFY_SQL = `SELECT t.session_id AS "sessionId", t.used_at IS NOT NULL 
 
 const REVOKE_SQL = 'UPDATE sessions SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL'
 
+const TOKEN_USER_SQL = `SELECT ${publicUserColumns('u')}, u.token_version AS "tokenVersion"
+  FROM users u JOIN sessions s ON s.user_id = u.id
+  WHERE u.id = $1 AND s.id = $2 AND s.revoked_at IS NULL`
+
 export function sessionsRepository (prisma: PrismaClient, limits: SessionLimits) {
   const db = sql(prisma)
   const { sessionsMaxPerUser, refreshMinIntervalMs } = limits
   const refreshTokensKept = limits.refreshTokensKept ?? REFRESH_TOKENS_KEPT
   return {
+    /** The user a token names, with their token version, if the token's session is live; run on every authenticated request. */
+    async tokenUser (id: number, sessionId: string): Promise<TokenUser | null> {
+      const [row] = await db.rows<TokenUser>('token-user-session', TOKEN_USER_SQL, [id, sessionId])
+      return row ?? null
+    },
+
     /**
      * Starts a session for the user with its first refresh token (by digest), recording how
-     * it was signed in (`methods`: src/modules/factors/); returns the
+     * it was signed in (`methods`: factors.ts); returns the
      * session id, or undefined when the user no longer exists. Past `sessionsMaxPerUser` live
      * sessions, the least recently used one ends.
      */
@@ -138,13 +152,3 @@ export function sessionsRepository (prisma: PrismaClient, limits: SessionLimits)
 }
 
 export type SessionsRepository = ReturnType<typeof sessionsRepository>
-
-declare module 'fastify' {
-  interface FastifyInstance {
-    sessionsRepository: SessionsRepository
-  }
-}
-
-export default fp(async function sessionsRepositoryPlugin (app: FastifyInstance, limits: SessionLimits) {
-  app.decorate('sessionsRepository', sessionsRepository(app.prisma, limits))
-}, { name: 'sessions-repository', fastify: '5.x', dependencies: ['prisma'] })

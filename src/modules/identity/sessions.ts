@@ -2,13 +2,22 @@
  * Sessions: a login starts one (an access token carrying its id, `sid`, and a refresh
  * token); a refresh rotates the refresh token and issues a new access token; logout or a
  * reused refresh token revokes it. The access token is checked against the session on
- * every request (src/plugins/authentication.ts), so revocation is immediate.
+ * every request (authenticate.ts), so revocation is immediate. Access tokens are signed here
+ * with the claims authenticate.ts checks: `sub` (the user), `ver` (their token version) and
+ * `sid` (the session).
  */
+import createError from '@fastify/error'
 import type { JWT } from '@fastify/jwt'
 import { Unauthorized } from '../../lib/problem.js'
-import { InvalidRefreshToken, RefreshTokenReused, RefreshTooSoon } from './errors.js'
 import type { SessionsRepository } from './repository.js'
 import { hashRefreshToken, isRefreshTokenShaped, newRefreshToken } from './tokens.js'
+
+/** Unknown, malformed, expired refresh token, or one of an ended session. */
+const InvalidRefreshToken = createError('INVALID_REFRESH_TOKEN', '%s', 401)
+/** A refresh token presented a second time: the whole session has been revoked. */
+const RefreshTokenReused = createError('REFRESH_TOKEN_REUSED', 'This refresh token was already used; the session has been revoked (log in again)', 401)
+/** A refresh sooner than REFRESH_MIN_INTERVAL_MS after the session's previous one (or its login); `Retry-After` says when. */
+const RefreshTooSoon = createError<[number]>('RATE_LIMITED', 'This session refreshed too recently; retry in %d s (the refresh token is still valid)', 429)
 
 /** How a session was signed in; a session records every method its sign-in used. */
 export type SignInMethod = 'password' | 'totp' | 'recovery-code' | 'passkey'
@@ -24,9 +33,8 @@ export interface IssuedSession {
 
 export interface SessionsServiceDependencies {
   sessions: SessionsRepository
-  /** Signs an access token (src/plugins/authentication.ts). */
-  signToken: (user: { id: number, tokenVersion: number }, sessionId: string) => Promise<string>
-  jwt: Pick<JWT, 'decode'>
+  /** @fastify/jwt's signer, HS256 with ACCESS_TOKEN_TTL (plugin.ts). */
+  jwt: Pick<JWT, 'sign' | 'decode'>
   /** Lifetime of a refresh token, in ms. */
   refreshTtlMs: number
 }
@@ -38,10 +46,10 @@ const REFUSALS = {
 } as const
 
 export function sessionsService (options: SessionsServiceDependencies) {
-  const { sessions, signToken, jwt } = options
+  const { sessions, jwt } = options
 
   async function issue (sessionId: string, user: { id: number, tokenVersion: number }, refresh: { token: string }, refreshExpiresAt: Date): Promise<IssuedSession> {
-    const accessToken = await signToken(user, sessionId)
+    const accessToken = jwt.sign({ sub: String(user.id), ver: user.tokenVersion, sid: sessionId })
     const { exp } = jwt.decode<{ exp: number }>(accessToken)!
     return { sessionId, userId: user.id, accessToken, accessExpiresAt: new Date(exp * 1000), refreshToken: refresh.token, refreshExpiresAt }
   }

@@ -22,6 +22,8 @@
  */
 import createError from '@fastify/error'
 import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { SessionModeValue, SessionResultBody } from '../../lib/session-schemas.js'
+import type { IssuedSession } from './sessions.js'
 
 export const ACCESS_COOKIE_PATH = '/api'
 export const REFRESH_COOKIE_PATH = '/api/auth/refresh-token'
@@ -101,4 +103,19 @@ export function sessionCookies (options: { secure: boolean, sameSite: 'strict' |
     access: (request) => read(request, names.access),
     refresh: (request) => read(request, names.refresh)
   }
+}
+
+/**
+ * How a new session reaches the client: in the body (token mode) or in cookies (cookie mode).
+ * Either way the answer carries credentials: `Cache-Control: no-store` (set by the cookies in
+ * cookie mode) keeps it out of every cache, shared or the browser's own.
+ */
+export function deliverSession (reply: FastifyReply, cookies: SessionCookies, issued: IssuedSession, mode: SessionModeValue, expiresIn: string): SessionResultBody {
+  const common = { expiresIn, expiresAt: issued.accessExpiresAt, userId: issued.userId, refreshTokenExpiresAt: issued.refreshExpiresAt }
+  if (mode === 'cookie') {
+    cookies.set(reply, issued)
+    return { mode, ...common }
+  }
+  reply.header('cache-control', NO_STORE)
+  return { mode, token: issued.accessToken, tokenType: 'Bearer', ...common, refreshToken: issued.refreshToken }
 }

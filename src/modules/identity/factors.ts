@@ -1,5 +1,5 @@
 /**
- * Second factors and passkeys, decorated as `app.factors` (docs/api.md, "Second factors and
+ * Second factors and passkeys, `app.identity.factors` (docs/api.md, "Second factors and
  * passkeys"):
  *
  * - TOTP: enrolment keeps a pending secret until a first valid code turns it on, with ten
@@ -41,13 +41,14 @@ import {
 } from '@simplewebauthn/server'
 import type { FastifyReply } from 'fastify'
 import type { Transaction } from '../../db/sql.js'
-import { StoreRefusal, type ChallengeStore } from '../../lib/challenges.js'
 import { newLinkToken, tokenDigest } from '../../lib/link-token.js'
 import { BadRequest, NotFound, ServiceUnavailable, Unauthorized } from '../../lib/problem.js'
+import type { SessionModeValue } from '../../lib/session-schemas.js'
 import type { SecurityEvent } from '../mail/index.js'
-import type { SessionModeValue, SignInMethod } from '../sessions/index.js'
-import type { AccountLimiter } from '../users/index.js'
-import type { FactorsRepository, PasskeyRow } from './repository.js'
+import type { AccountLimiter } from './budgets.js'
+import { StoreRefusal, type ChallengeStore } from './challenges.js'
+import type { FactorsRepository, PasskeyRow } from './factors-repository.js'
+import type { SignInMethod } from './sessions.js'
 import { codeStep, enrolment, newRecoveryCodes, newTotpSecret, recoveryDigest } from './totp.js'
 
 const TotpEnabled = createError('TOTP_ENABLED', 'TOTP is on already: turn it off first to enrol a new authenticator', 409)
@@ -73,6 +74,9 @@ export const CREDENTIAL_ID_MAX_BYTES = 1023
 export const PUBLIC_KEY_MAX_BYTES = 1024
 /** Live (unexpired) WebAuthn challenges one client address may hold, used or not (the stores count them). */
 export const CHALLENGES_PER_CLIENT = 50
+/** What the routes that hand out a challenge say of these limits. */
+export const CHALLENGE_LIMITS = `A client address holds at most ${CHALLENGES_PER_CLIENT} live challenges (used ones count until they expire): past it, 429 \`RATE_LIMITED\`; ` +
+  'a full store (memory mode), 503; both with `Retry-After`. No request ever voids another client\'s challenge or a pending second step.'
 
 export interface Passkey { id: string, name: string, createdAt: Date, lastUsedAt: Date | null, backedUp: boolean }
 
@@ -101,7 +105,7 @@ interface Dependencies extends FactorsOptions {
   factors: FactorsRepository
   /** The account's budget of guesses (login's), by user id: reserve before a check, release when right. */
   guesses: AccountLimiter
-  /** The current password check (app.users.checkCurrentPassword). */
+  /** The current password check (sign-in.ts). */
   checkPassword: (userId: number, password: string, reply: FastifyReply) => Promise<void>
   /** The token version of a user, or null when there is no such user. */
   tokenVersion: (userId: number) => Promise<number | null>
