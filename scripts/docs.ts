@@ -8,7 +8,10 @@
  * - `settings`: the settings table, from the configuration schema (src/config.ts);
  * - `ls <folder>...`: what `ls` shows of those folders (git-ignored entries left out; `folder/*`: its subfolders);
  * - `plugins`: the named plugins of src/ (`fp(fn, { name, dependencies })`) and what each needs;
- * - `imports`: the folder-level import graph of src/ (mermaid), computed from the imports.
+ * - `imports`: the folder-level import graph of src/ (mermaid), computed from the imports;
+ * - `module-edges`: which modules each module may import, from eslint.config.js (`moduleEdges`);
+ * - `figures`: the files of each module of src/modules, the decorators of the instance, the
+ *   imports between modules and the dependencies, counted from the code and package files.
  */
 import { execFileSync } from 'node:child_process'
 import { existsSync, readdirSync, readFileSync, realpathSync, statSync, writeFileSync } from 'node:fs'
@@ -287,6 +290,76 @@ function importGraph (): string {
     '```', ''].join('\n')
 }
 
+// ---- module edges and figures ----
+
+/** The edges lint allows between modules: eslint.config.js's `moduleEdges`, read from its source. */
+export function moduleEdges (): Record<string, string[]> {
+  const file = path.join(ROOT, 'eslint.config.js')
+  const tree = ts.createSourceFile(file, readFileSync(file, 'utf8'), ts.ScriptTarget.Latest)
+  for (const statement of tree.statements) {
+    if (!ts.isVariableStatement(statement)) continue
+    for (const declaration of statement.declarationList.declarations) {
+      if (!ts.isIdentifier(declaration.name) || declaration.name.text !== 'moduleEdges' || declaration.initializer === undefined || !ts.isObjectLiteralExpression(declaration.initializer)) continue
+      return Object.fromEntries(declaration.initializer.properties.filter(ts.isPropertyAssignment).map((p) => [
+        (p.name as ts.Identifier).text,
+        ts.isArrayLiteralExpression(p.initializer) ? p.initializer.elements.filter(ts.isStringLiteral).map((e) => e.text) : []
+      ]))
+    }
+  }
+  throw new Error('eslint.config.js has no `moduleEdges` object')
+}
+
+/** `users -> products, mail; ...; health -> none`. */
+function moduleEdgesList (): string {
+  const edges = Object.entries(moduleEdges())
+  const leaves = edges.filter(([, to]) => to.length === 0).map(([from]) => from)
+  return [...edges.filter(([, to]) => to.length > 0).map(([from, to]) => `${from} -> ${to.join(', ')}`), `${leaves.join(', ')} -> none`].join('; ') + '\n'
+}
+
+/** The import statements (type-only and re-exports included) from one module folder to another: `from -> to` each. */
+export function moduleImports (): Array<{ from: string, to: string }> {
+  const found: Array<{ from: string, to: string }> = []
+  const modules = path.join(ROOT, 'src', 'modules')
+  for (const file of sourceFiles(modules)) {
+    const from = path.relative(modules, file).split(path.sep)[0]!
+    const tree = ts.createSourceFile(file, readFileSync(file, 'utf8'), ts.ScriptTarget.Latest)
+    for (const node of tree.statements) {
+      const specifier = (ts.isImportDeclaration(node) || ts.isExportDeclaration(node)) && node.moduleSpecifier && ts.isStringLiteral(node.moduleSpecifier) ? node.moduleSpecifier.text : undefined
+      if (specifier === undefined || !specifier.startsWith('.')) continue
+      const target = path.relative(modules, path.resolve(path.dirname(file), specifier))
+      const to = target.split(path.sep)[0]!
+      if (!target.startsWith('..') && to !== from) found.push({ from, to })
+    }
+  }
+  return found
+}
+
+/** The names given to `decorate(...)` in src/: the instance's decorators (request and reply decorators apart). */
+export function instanceDecorators (): string[] {
+  return sourceFiles(path.join(ROOT, 'src')).flatMap((file) => [...readFileSync(file, 'utf8').matchAll(/\.decorate\('(\w+)'/g)].map((m) => m[1]!))
+}
+
+function figuresTable (): string {
+  const modules = path.join(ROOT, 'src', 'modules')
+  const rows = ['| what | figure |', '|---|---|']
+  const sizes = readdirSync(modules).sort().map((name) => `${name} ${sourceFiles(path.join(modules, name)).length}`)
+  rows.push(`| files of each module (\`src/modules/*\`) | ${sizes.join(', ')} |`)
+  const decorators = [...new Set(instanceDecorators())].sort()
+  rows.push(`| decorators of the instance (\`decorate(\` in src/) | ${decorators.length}: ${decorators.map((d) => `\`${d}\``).join(', ')} |`)
+  const imports = moduleImports()
+  const pairs = new Map<string, number>()
+  for (const { from, to } of imports) pairs.set(`${from} -> ${to}`, (pairs.get(`${from} -> ${to}`) ?? 0) + 1)
+  rows.push(`| import statements between modules | ${imports.length}: ${[...pairs].sort().map(([pair, n]) => `${pair} ${n}`).join(', ')} |`)
+  const pkg = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as Record<string, Record<string, string> | undefined>
+  const count = (field: string) => Object.keys(pkg[field] ?? {}).length
+  rows.push(`| the service's dependencies (runtime + dev + optional, \`package.json\`) | ${count('dependencies')} + ${count('devDependencies')} + ${count('optionalDependencies')} |`)
+  const lock = JSON.parse(readFileSync(path.join(ROOT, 'package-lock.json'), 'utf8')) as { packages: Record<string, { link?: boolean }> }
+  const installed = Object.entries(lock.packages).filter(([key]) => key !== '')
+  const links = installed.filter(([, entry]) => entry.link === true).length
+  rows.push(`| installed packages (\`package-lock.json\` entries) | ${installed.length} (${installed.length - links} packages + ${links} workspace links) |`)
+  return rows.join('\n') + '\n'
+}
+
 // ---- blocks ----
 
 async function render (kind: string): Promise<string> {
@@ -295,6 +368,8 @@ async function render (kind: string): Promise<string> {
   if (name === 'settings') return await settingsTable()
   if (name === 'imports') return importGraph()
   if (name === 'plugins') return pluginTable()
+  if (name === 'module-edges') return moduleEdgesList()
+  if (name === 'figures') return figuresTable()
   if (name === 'ls' && args.length > 0) return listing(args)
   throw new Error(`unknown generated block: ${kind}`)
 }

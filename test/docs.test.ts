@@ -27,6 +27,16 @@ t.test('every file of the repository that README.md and docs/*.md name exists', 
   t.same(missing, [], missing.map((file) => `no such file: ${file}`).join('; ') || 'all exist')
 })
 
+t.test('the flags docs/database.md says src/db/embedded.ts passes are the ones it passes', async (t) => {
+  const doc = readFileSync(new URL('../docs/database.md', import.meta.url), 'utf8')
+  const code = readFileSync(new URL('../src/db/embedded.ts', import.meta.url), 'utf8')
+  const items = doc.split(/\n(?=- )/).filter((item) => item.includes('src/db/embedded.ts'))
+  const flags = items.flatMap((item) => [...item.matchAll(/`(--[a-z-]+(?:=[^`\s]+)?)`/g)].map((m) => m[1]!))
+  t.ok(flags.length > 0, 'the list names some')
+  const absent = flags.filter((flag) => !code.includes(`'${flag}'`))
+  t.same(absent, [], absent.map((flag) => `not passed by src/db/embedded.ts: ${flag}`).join('; ') || 'all passed')
+})
+
 t.test('every setting of the schema is described in .env.example', async (t) => {
   const example = readFileSync(new URL('../.env.example', import.meta.url), 'utf8')
   const absent = (await settings()).map((s) => s.env).filter((name) => !new RegExp(`^#? ?${name}=`, 'm').test(example))
