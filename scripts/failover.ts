@@ -281,8 +281,15 @@ async function main (): Promise<void> {
     // Backups go on across the failover: the first primary's scheduler took a full backup into
     // the shared repository, and the new primary archives its WAL there on its new timeline
     // (`pgbackrest check` forces a segment switch and waits for it in the repository).
-    const backups = await run('docker', ['exec', container(leader), 'pgbackrest', 'info', '--output=json'], { timeoutMs: 60_000 })
-    const sets = backups.code === 0 ? ((JSON.parse(backups.stdout) as Array<{ backup?: unknown[] }>)[0]?.backup ?? []).length : 0
+    // The first backup may still be running (a primary lost in the middle of one leaves it to
+    // the next): wait for one, up to two minutes.
+    let backups = await run('docker', ['exec', container(leader), 'pgbackrest', 'info', '--output=json'], { timeoutMs: 60_000 })
+    const count = (): number => { try { return ((JSON.parse(backups.stdout) as Array<{ backup?: unknown[] }>)[0]?.backup ?? []).length } catch { return 0 } }
+    for (const deadline = Date.now() + 120_000; count() === 0 && Date.now() < deadline;) {
+      await sleep(2000)
+      backups = await run('docker', ['exec', container(leader), 'pgbackrest', 'info', '--output=json'], { timeoutMs: 60_000 })
+    }
+    const sets = count()
     const check = await run('docker', ['exec', container(leader), 'pgbackrest', 'check'], { timeoutMs: 180_000 })
     log(`pgBackRest on ${leader}: ${sets} backup(s) in the repository; check ${check.code === 0 ? 'passed' : `failed: ${check.stderr.slice(-500)}`}`)
     if (sets < 1) fail(`no backup in the repository: ${backups.stdout.slice(0, 500)} ${backups.stderr.slice(-500)}`)

@@ -56,7 +56,10 @@ log "PostgreSQL is up; stanza $stanza, full every ${full_every}s, incremental ev
 stanza_made=''
 
 while :; do
-  if ! is_primary; then sleep "$check_every"; continue; fi
+  # A member that is not the primary asks again soon: one promoted (or the first primary,
+  # whose REST API answers /primary a little after PostgreSQL is up) takes over the schedule
+  # within seconds, not a whole check interval later.
+  if ! is_primary; then sleep 5; continue; fi
   if [ -z "$stanza_made" ]; then
     if pgbackrest --stanza="$stanza" stanza-create; then stanza_made=1
     else
