@@ -5,6 +5,7 @@
  * this file makes it answer: each (route, status) pair has a request below that produces
  * it, and every answer's status is documented.
  */
+import { spawnSync } from 'node:child_process'
 import http from 'node:http'
 import net, { type AddressInfo } from 'node:net'
 import { Validator } from '@seriousme/openapi-schema-validator'
@@ -188,6 +189,22 @@ t.test('request bodies, answers per mode, security and response headers', async 
   t.ok(headers('/api/product/{id}/image', 'get', '206').includes('Content-Range'))
   t.ok(headers('/api/product/{id}/image', 'get', '416').includes('Content-Range'))
   t.ok(headers('/api/product', 'get', '200').includes('Link') && headers('/api/product', 'get', '200').includes('Content-Disposition'))
+})
+
+t.test('every operation that needs a session refuses one without it, by its subtree\'s one hook', async (t) => {
+  let secured = 0
+  for (const [path, operations] of Object.entries(doc.paths)) {
+    for (const [method, operation] of Object.entries(operations)) {
+      if (!(operation.security ?? []).some((scheme) => 'bearerAuth' in scheme)) continue
+      secured++
+      const res = await app.inject({ method: method.toUpperCase() as 'GET', url: path.replace(/\{[^}]+\}/g, '1'), payload: method === 'get' || method === 'delete' ? undefined : {} })
+      t.match([res.statusCode, res.json().code], [401, 'UNAUTHORIZED'], `${method.toUpperCase()} ${path}: 401 without a session`)
+    }
+  }
+  t.ok(secured > 15, `${secured} operations need a session`)
+  // `app.authenticate` is an `onRequest` hook of a plugin (a signed-in subtree), never a route's option.
+  const found = spawnSync('git', ['grep', '-n', '-E', 'onRequest: .*authenticate', '--', 'src'], { encoding: 'utf8' })
+  t.same([found.status, found.stdout], [1, ''], 'no route names app.authenticate itself')
 })
 
 t.test('each route answers every status it documents, and documents every status it answers', async (t) => {

@@ -24,6 +24,7 @@ import t from 'tap'
 import type { Page } from 'playwright-core'
 import { chromiumAvailable, flow, site, thirdPartyCookiesAllowed } from '../helpers/chromium.js'
 import { registerAndLogin } from '../helpers/build.js'
+import { query } from '../helpers/database.js'
 
 /** A static page server: `pages` maps a path to its HTML (set by the test before a visit). */
 async function pageServer (t: { teardown: (fn: () => unknown) => void }, host: string): Promise<{ pages: Map<string, string>, port: number }> {
@@ -136,7 +137,7 @@ if (chromiumAvailable(t)) {
     const victimId = victim.id
     const owned = (await app.inject({ method: 'POST', url: '/api/product', headers: victim.auth, payload: { title: 'Victim lamp', amount: 1 } })).json().id as number
     const browser = await context()
-    const products = async (): Promise<number> => await app.prisma.product.count({ where: { creatorId: victimId } })
+    const products = async (): Promise<number> => Number((await query<{ n: string }>(app, 'SELECT count(*) AS n FROM products WHERE creator_id = $1', [victimId]))[0]!.n)
     await flow(t, browser, 'the victim logs in by cookie', async (t, page) => {
       await page.goto('/')
       const login = await pageFetch(page, '/api/auth/login', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ username: victim.username, password: victim.password, mode: 'cookie' }) })

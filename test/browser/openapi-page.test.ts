@@ -9,6 +9,7 @@ import t from 'tap'
 import type { Page } from 'playwright-core'
 import { chromiumAvailable, flow, site } from '../helpers/chromium.js'
 import { newUser } from '../helpers/build.js'
+import { query } from '../helpers/database.js'
 
 /** A 1x1 PNG. */
 const PNG = Buffer.from('iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==', 'base64')
@@ -49,7 +50,7 @@ if (chromiumAvailable(t)) {
         await register.locator('textarea.body-param__text').fill(JSON.stringify(user))
         const registered = await execute(page, register, /^\/api\/auth\/register$/)
         t.equal(registered.shown, '201', 'the page shows 201')
-        const stored = await app.prisma.user.findUnique({ where: { username: user.username } })
+        const [stored] = await query<{ id: number }>(app, 'SELECT id FROM users WHERE username = $1', [user.username])
         t.ok(stored, 'the user exists')
         userId = stored!.id
 
@@ -88,7 +89,7 @@ if (chromiumAvailable(t)) {
         const created = await execute(page, create, /^\/api\/product$/)
         t.equal(created.shown, '201', 'the page shows 201')
         productId = (await created.answer.json()).id
-        t.match(await app.prisma.product.findUnique({ where: { id: productId } }), { title: 'Desk lamp', creatorId: userId }, 'stored, owned by the user')
+        t.match((await query(app, 'SELECT title, creator_id AS "creatorId" FROM products WHERE id = $1', [productId]))[0], { title: 'Desk lamp', creatorId: userId }, 'stored, owned by the user')
 
         const upload = await tryOut(page, 'products', 'uploadProductImage')
         await upload.locator('tr[data-param-name="id"] input').fill(String(productId))
@@ -97,7 +98,7 @@ if (chromiumAvailable(t)) {
         await picker.setInputFiles({ name: 'lamp.png', mimeType: 'image/png', buffer: PNG })
         const uploaded = await execute(page, upload, new RegExp(`^/api/product/${productId}/image$`))
         t.equal(uploaded.shown, '201', 'the page shows 201: the first image of the product')
-        t.match(await app.prisma.product.findUnique({ where: { id: productId } }), { imageType: 'image/png', imageSize: PNG.length }, 'the image is stored')
+        t.match((await query(app, 'SELECT image_type AS "imageType", image_size AS "imageSize" FROM products WHERE id = $1', [productId]))[0], { imageType: 'image/png', imageSize: PNG.length }, 'the image is stored')
         const image = await app.inject({ method: 'GET', url: `/api/product/${productId}/image` })
         t.same(image.rawPayload, PNG, 'the same bytes are served')
       })

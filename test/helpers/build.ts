@@ -6,7 +6,7 @@
 import type { FastifyInstance, InjectOptions } from 'fastify'
 import { buildApp, type Tuning } from '../../src/app.js'
 import { loadConfig, type Config } from '../../src/config.js'
-import { createTestDatabase } from './database.js'
+import { createTestDatabase, query } from './database.js'
 
 export const TEST_SECRET = 'test-secret-that-is-long-enough-for-hs256-0123456789'
 
@@ -96,7 +96,7 @@ export async function registerAndLogin (app: FastifyInstance, overrides: Paramet
  * address may) for reasons of their own.
  */
 export async function markVerified (app: FastifyInstance, id: number): Promise<void> {
-  await app.prisma.user.update({ where: { id }, data: { emailVerifiedAt: new Date() } })
+  await query(app, 'UPDATE users SET email_verified_at = now() WHERE id = $1', [id])
 }
 
 /** `registerAndLogin`, with the address verified (`markVerified`). */

@@ -4,7 +4,9 @@
  * thrown away after the run (TEST_KEEP_DATABASES=1: the embedded one).
  */
 import { randomBytes } from 'node:crypto'
+import type { FastifyInstance } from 'fastify'
 import pg from 'pg'
+import { sqlPool } from '../../src/db/client.js'
 
 export function adminUrl (): string {
   const url = process.env.TEST_ADMIN_URL
@@ -56,4 +58,9 @@ export async function sqlClient (t: Teardown, url: string): Promise<pg.Client> {
   await client.connect()
   t.teardown(async () => { await client.end() })
   return client
+}
+
+/** The rows of `text` on the app's own pool: tests query tables in SQL, as src/ does. */
+export async function query<Row extends pg.QueryResultRow = Record<string, unknown>> (app: FastifyInstance, text: string, values: unknown[] = []): Promise<Row[]> {
+  return (await sqlPool(app.prisma).query<Row>(text, values)).rows
 }

@@ -10,6 +10,7 @@ import { readFileSync } from 'node:fs'
 import { promisify } from 'node:util'
 import t from 'tap'
 import { build, TEST_ENV } from '../helpers/build.js'
+import { query } from '../helpers/database.js'
 
 const exec = promisify(execFile)
 const ADMIN_KEY = TEST_ENV.ADMIN_API_KEYS!.split(',')[0]!
@@ -54,7 +55,7 @@ t.test('the ages of the last backups come from pgbackrest info, the archive stat
   // The test database archives nothing (archive_mode off): no last success, not failing.
   t.equal(sample(text, 'wal_archive_last_success_age_seconds', '{stanza="main"}'), undefined, 'never archived: absent')
   t.equal(sample(text, 'wal_archive_failing', '{stanza="main"}'), 0)
-  const archiver = await app.prisma.$queryRawUnsafe<Array<{ last_archived_time: Date | null }>>('SELECT last_archived_time FROM pg_stat_archiver')
+  const archiver = await query<{ last_archived_time: Date | null }>(app, 'SELECT last_archived_time FROM pg_stat_archiver')
   t.equal(archiver[0]?.last_archived_time, null, 'as pg_stat_archiver says')
 })
 
@@ -65,7 +66,7 @@ t.test('a failed round keeps the last info and says so: backup_ok 0, the backup 
   const text = (await app.inject(scrape)).body
   t.equal(sample(text, 'backup_ok', '{stanza="main"}'), 0, 'backup_ok 0')
   t.ok(sample(text, 'backup_last_success_age_seconds', '{stanza="main"}')! >= before + 1, 'the last good backup is still the one in the kept info, older now')
-  const [row] = await app.prisma.$queryRawUnsafe<Array<{ last_error: string }>>('SELECT last_error FROM backup.pgbackrest_info')
+  const [row] = await query<{ last_error: string }>(app, 'SELECT last_error FROM backup.pgbackrest_info')
   t.match(row?.last_error, /repository unreachable/, 'the error is kept for the operator')
   // The next good round clears it.
   await record(app.databaseUrl, INFO, '')

@@ -1,9 +1,10 @@
 /**
- * /api/product/:id/image: upload (creator only, multipart), download (public, cached by
- * validators, byte ranges), removal (creator only). The logic is in images.ts.
+ * /api/product/:id/image: download (public, cached by validators, byte ranges), and the
+ * writes, registered in the products' signed-in subtree: upload (creator only, multipart)
+ * and removal (creator only). The logic is in images.ts.
  *
- * @fastify/multipart is registered in this plugin only: everywhere else a multipart body
- * stays a 415, as the JSON API promises (test/abuse/body-limits.test.ts).
+ * @fastify/multipart is registered in the writes' plugin only: everywhere else a multipart
+ * body stays a 415, as the JSON API promises (test/abuse/body-limits.test.ts).
  */
 import fastifyMultipart from '@fastify/multipart'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
@@ -27,9 +28,7 @@ const IMAGE_HEADERS = {
 
 export type ImageCorp = 'same-origin' | 'same-site' | 'cross-origin'
 
-export interface ProductImageRoutesOptions {
-  /** IMAGE_MAX_BYTES. */
-  maxBytes: number
+export interface ProductImageReadOptions {
   /**
    * IMAGE_CROSS_ORIGIN_RESOURCE_POLICY. helmet sends `same-origin` on every answer, which
    * keeps an `<img>` of another origin (even the same site) from showing the image; the
@@ -38,13 +37,39 @@ export interface ProductImageRoutesOptions {
   crossOriginResourcePolicy: ImageCorp
 }
 
-export const productImageRoutes: FastifyPluginAsyncTypebox<ProductImageRoutesOptions> = async (app, options) => {
+/** The download: public, outside the signed-in subtree. */
+export const productImageRead: FastifyPluginAsyncTypebox<ProductImageReadOptions> = async (app, options) => {
+  const { products, productImages } = app
+
+  app.get('/:id/image', {
+    config: { name: PRODUCT_IMAGE_ROUTE },
+    schema: {
+      operationId: 'getProductImage',
+      tags: ['products'],
+      summary: 'Download the image of a product',
+      description: 'Public. Strong ETag and Last-Modified (If-None-Match / If-Modified-Since: 304); one byte range (Range, If-Range): 206 with Content-Range, 416 past the end; several ranges get the whole image. `X-Content-Type-Options: nosniff`, `Content-Disposition: inline`.',
+      params: IdParams,
+      response: {
+        200: { description: 'the image', headers: IMAGE_HEADERS, content: ImageContent },
+        206: { description: 'the requested byte range of the image', headers: { ...IMAGE_HEADERS, 'Content-Range': header('`bytes <first>-<last>/<size>`') }, content: ImageContent },
+        304: empty('not modified: the copy the client has is current', { ETag: IMAGE_HEADERS.ETag, 'Cache-Control': IMAGE_HEADERS['Cache-Control'] }),
+        ...problems(400, 404, 416)
+      }
+    }
+  }, async (request, reply) => {
+    // On errors too: a 404 or 416 read by another origin's page is as harmless as the image.
+    reply.header('cross-origin-resource-policy', options.crossOriginResourcePolicy)
+    return await productImages.send(request, reply, await products.get(request.params.id))
+  })
+}
+
+/** Upload and removal; registered where `app.authenticate` is already the `onRequest` hook. */
+export const productImageWrites: FastifyPluginAsyncTypebox<{ maxBytes: number }> = async (app, options) => {
   const { maxBytes } = options
   const { products, productImages } = app
   await app.register(fastifyMultipart, { limits: uploadLimits(maxBytes) })
 
   app.post('/:id/image', {
-    onRequest: app.authenticate,
     // The file plus the form's own bytes; the file alone is held to maxBytes by multipart.
     bodyLimit: maxBytes + MULTIPART_OVERHEAD,
     schema: {
@@ -72,29 +97,7 @@ export const productImageRoutes: FastifyPluginAsyncTypebox<ProductImageRoutesOpt
     return await reply.send({ ...product, imageUrl: product.imageKey === null ? null : imageUrl })
   })
 
-  app.get('/:id/image', {
-    config: { name: PRODUCT_IMAGE_ROUTE },
-    schema: {
-      operationId: 'getProductImage',
-      tags: ['products'],
-      summary: 'Download the image of a product',
-      description: 'Public. Strong ETag and Last-Modified (If-None-Match / If-Modified-Since: 304); one byte range (Range, If-Range): 206 with Content-Range, 416 past the end; several ranges get the whole image. `X-Content-Type-Options: nosniff`, `Content-Disposition: inline`.',
-      params: IdParams,
-      response: {
-        200: { description: 'the image', headers: IMAGE_HEADERS, content: ImageContent },
-        206: { description: 'the requested byte range of the image', headers: { ...IMAGE_HEADERS, 'Content-Range': header('`bytes <first>-<last>/<size>`') }, content: ImageContent },
-        304: empty('not modified: the copy the client has is current', { ETag: IMAGE_HEADERS.ETag, 'Cache-Control': IMAGE_HEADERS['Cache-Control'] }),
-        ...problems(400, 404, 416)
-      }
-    }
-  }, async (request, reply) => {
-    // On errors too: a 404 or 416 read by another origin's page is as harmless as the image.
-    reply.header('cross-origin-resource-policy', options.crossOriginResourcePolicy)
-    return await productImages.send(request, reply, await products.get(request.params.id))
-  })
-
   app.delete('/:id/image', {
-    onRequest: app.authenticate,
     schema: {
       operationId: 'deleteProductImage',
       tags: ['products'],

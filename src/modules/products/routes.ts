@@ -1,13 +1,14 @@
 /**
- * /api/product: public reads (JSON, or CSV for `Accept: text/csv`), creation with a JWT,
- * deletion by the creator only; the image routes are in image-routes.ts.
+ * /api/product: public reads (JSON, or CSV for `Accept: text/csv`), and a signed-in subtree
+ * whose one `onRequest` hook is `app.authenticate`: creation, deletion by the creator only,
+ * and the image writes. The image routes are in image-routes.ts.
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import createError from '@fastify/error'
 import { empty, header, json, problems, sessionAuth } from '../../lib/responses.js'
 import { IdParams } from '../../lib/schemas.js'
 import { CSV_CONTENT_TYPE } from './csv.js'
-import { productImageRoutes, PRODUCT_IMAGE_ROUTE, type ImageCorp } from './image-routes.js'
+import { productImageRead, productImageWrites, PRODUCT_IMAGE_ROUTE, type ImageCorp } from './image-routes.js'
 import { CATALOGUE_CSV_EXAMPLE, CatalogueCsv, catalogueQuery, PRODUCT_PAGE_EXAMPLE, CreateProductBody, JSON_MAX_LIMIT, Product, ProductPage } from './schemas.js'
 
 export interface ProductRoutesOptions {
@@ -94,35 +95,40 @@ export const productRoutes: FastifyPluginAsyncTypebox<ProductRoutesOptions> = as
     }
   }, async (request) => present(await products.get(request.params.id)))
 
-  app.post('', {
-    onRequest: app.authenticate,
-    schema: {
-      operationId: 'createProduct',
-      tags: ['products'],
-      summary: 'Create a product; you are recorded as its creator',
-      description: 'One user holds at most `PRODUCTS_MAX_PER_USER` products: past it, 409 `PRODUCT_QUOTA_EXCEEDED` until you delete one.',
-      security: sessionAuth,
-      body: CreateProductBody,
-      response: { 201: json(Product, { description: 'the new product' }), ...problems(400, 401, 403, 409, 413, 415) }
-    }
-  }, async (request, reply) => {
-    return reply.code(201).send(present(await products.create(request.body, request.currentUser!.id)))
-  })
+  await app.register(productImageRead, { crossOriginResourcePolicy: options.imageCrossOriginResourcePolicy })
 
-  app.delete('/:id', {
-    onRequest: app.authenticate,
-    schema: {
-      operationId: 'deleteProduct',
-      tags: ['products'],
-      summary: 'Delete a product you created (and its image)',
-      security: sessionAuth,
-      params: IdParams,
-      response: { 204: empty('deleted'), ...problems(400, 401, 403, 404, 413, 415) }
-    }
-  }, async (request, reply) => {
-    await products.deleteOwned(request.params.id, request.currentUser!.id)
-    return reply.code(204).send(null)
-  })
+  const signedIn: FastifyPluginAsyncTypebox = async (app) => {
+    app.addHook('onRequest', app.authenticate)
 
-  await app.register(productImageRoutes, { maxBytes: options.imageMaxBytes, crossOriginResourcePolicy: options.imageCrossOriginResourcePolicy })
+    app.post('', {
+      schema: {
+        operationId: 'createProduct',
+        tags: ['products'],
+        summary: 'Create a product; you are recorded as its creator',
+        description: 'One user holds at most `PRODUCTS_MAX_PER_USER` products: past it, 409 `PRODUCT_QUOTA_EXCEEDED` until you delete one.',
+        security: sessionAuth,
+        body: CreateProductBody,
+        response: { 201: json(Product, { description: 'the new product' }), ...problems(400, 401, 403, 409, 413, 415) }
+      }
+    }, async (request, reply) => {
+      return reply.code(201).send(present(await products.create(request.body, request.currentUser!.id)))
+    })
+
+    app.delete('/:id', {
+      schema: {
+        operationId: 'deleteProduct',
+        tags: ['products'],
+        summary: 'Delete a product you created (and its image)',
+        security: sessionAuth,
+        params: IdParams,
+        response: { 204: empty('deleted'), ...problems(400, 401, 403, 404, 413, 415) }
+      }
+    }, async (request, reply) => {
+      await products.deleteOwned(request.params.id, request.currentUser!.id)
+      return reply.code(204).send(null)
+    })
+
+    await app.register(productImageWrites, { maxBytes: options.imageMaxBytes })
+  }
+  await app.register(signedIn)
 }
