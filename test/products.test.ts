@@ -80,6 +80,61 @@ t.test('GET /api/product and /api/product/:id', async (t) => {
   })
 })
 
+t.test('GET /api/product: newest first, search by title, one user\'s products, each paged by cursor', async (t) => {
+  const app = await build(t)
+  const [ann, bob] = [await registerAndLogin(app), await registerAndLogin(app)]
+  const titles = ['Desk lamp', 'Floor LAMP', 'Chair', '100% wool rug', 'Lamp_shade', 'Table lamp', 'Back\\slash lamp']
+  const made: Array<{ id: number, title: string, creatorId: number }> = []
+  for (const [i, title] of titles.entries()) {
+    made.push((await injectAs(app, i % 2 === 0 ? ann : bob, { method: 'POST', url: '/api/product', payload: { title, amount: 100 + i } })).json())
+  }
+  const list = async (query: string): Promise<{ ids: number[], nextCursor: number | null }> => {
+    const res = await app.inject(`/api/product?${query}`)
+    t.equal(res.statusCode, 200, query)
+    return { ids: res.json().items.map((p: { id: number }) => p.id), nextCursor: res.json().nextCursor }
+  }
+  const ids = (keep: (p: typeof made[number]) => boolean): number[] => made.filter(keep).map((p) => p.id)
+  /** Every page of `query`, following nextCursor. */
+  const all = async (query: string): Promise<number[]> => {
+    const seen: number[] = []
+    let cursor: number | null = null
+    do {
+      const page = await list(`${query}&limit=2${cursor === null ? '' : `&cursor=${cursor}`}`)
+      seen.push(...page.ids)
+      cursor = page.nextCursor
+    } while (cursor !== null)
+    return seen
+  }
+
+  t.same((await list('sort=newest')).ids, ids(() => true).reverse(), 'newest first')
+  t.same(await all('sort=newest'), ids(() => true).reverse(), 'and page after page, by cursor')
+  t.same(await all('sort=oldest'), ids(() => true), 'oldest first, the default order')
+  t.same(await all('q=lamp&sort=newest'), ids((p) => /lamp/i.test(p.title)).reverse(), 'title contains "lamp", any case')
+  t.same((await list('q=%25')).ids, ids((p) => p.title.includes('%')), '% is a plain character')
+  t.same((await list('q=_')).ids, ids((p) => p.title.includes('_')), '_ is a plain character')
+  t.same((await list('q=%5C')).ids, ids((p) => p.title.includes('\\')), 'and so is a backslash')
+  t.same((await list('q=nothing-like-it')).ids, [], 'no match: an empty page')
+  t.same(await all(`creatorId=${bob.id}`), ids((p) => p.creatorId === bob.id), 'one user\'s products')
+  t.same(await all(`creatorId=${ann.id}&q=LAMP&sort=newest`), ids((p) => p.creatorId === ann.id && /lamp/i.test(p.title)).reverse(), 'filters combine')
+
+  for (const query of ['sort=random', 'q=', `q=${'x'.repeat(101)}`, 'creatorId=0', 'creatorId=x']) {
+    assertProblem(t, await app.inject(`/api/product?${query}`), 400, 'VALIDATION_FAILED')
+  }
+  for (const query of ['q=lamp', `creatorId=${ann.id}`, 'sort=newest']) {
+    const res = await app.inject({ url: `/api/product?${query}`, headers: { accept: 'text/csv' } })
+    assertProblem(t, res, 400, 'VALIDATION_FAILED')
+    t.match(res.json().detail, /JSON list only/, `CSV with ${query}: the filter is named`)
+  }
+  t.equal((await app.inject({ url: '/api/product?sort=oldest', headers: { accept: 'text/csv' } })).statusCode, 200, 'the CSV order itself is fine')
+
+  t.test('the search is served by the title\'s trigram index', async (t) => {
+    const db = await sqlClient(t, app.databaseUrl)
+    await db.query('SET enable_seqscan = off')
+    const plan = (await db.query("EXPLAIN SELECT id FROM products WHERE title ILIKE '%lamp%'")).rows.map((row) => row['QUERY PLAN']).join('\n')
+    t.match(plan, /products_title_trgm/, plan)
+  })
+})
+
 t.test('DELETE /api/product/:id', async (t) => {
   const app = await build(t)
   const owner = await registerAndLogin(app)

@@ -19,7 +19,8 @@ import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
 import { sql, type Transaction } from '../../db/sql.js'
 import type { PrismaClient, Product } from '../../generated/prisma/client.js'
-import { keysetPage, type PageQueryInput } from '../../lib/schemas.js'
+import { keysetPage } from '../../lib/schemas.js'
+import type { CatalogueQuery } from './schemas.js'
 
 /** The columns of a product as Prisma names them (`satisfies`: a column added to the model fails the build until it is here). */
 const PRODUCT_COLUMNS = {
@@ -38,8 +39,28 @@ const PRODUCT_COLUMNS = {
 } satisfies Record<keyof Product, string>
 const SELECT_LIST = Object.entries(PRODUCT_COLUMNS).map(([field, column]) => `${column} AS "${field}"`).join(', ')
 
-// Keyset pagination: the rows after the cursor, one more than the page (`keysetPage`).
-const PAGE_SQL = `SELECT ${SELECT_LIST} FROM products WHERE id > $1 ORDER BY id LIMIT $2`
+/**
+ * A JSON catalogue page: the rows after the cursor in the order asked, one more than the
+ * page (`keysetPage`). One statement per combination of filters (eight at most, each
+ * prepared under its own name) rather than one with `$n IS NULL OR ...` branches, whose
+ * generic plan could use neither the primary key's order nor the title's trigram index.
+ * The cursor is compared as int8 so that "before the largest int4" includes it.
+ */
+function pageStatement (query: CatalogueQuery): { name: string, text: string, values: unknown[] } {
+  const newest = query.sort === 'newest'
+  const where = [newest ? 'id < $1::int8' : 'id > $1::int8']
+  const values: unknown[] = [query.cursor ?? (newest ? 2 ** 31 : 0), query.limit + 1]
+  if (query.q !== undefined) {
+    values.push(`%${query.q.replace(/[\\%_]/g, (c) => `\\${c}`)}%`)
+    where.push(`title ILIKE $${values.length}`)
+  }
+  if (query.creatorId !== undefined) {
+    values.push(query.creatorId)
+    where.push(`creator_id = $${values.length}`)
+  }
+  const name = `products-page-${query.sort}${query.q === undefined ? '' : '-q'}${query.creatorId === undefined ? '' : '-creator'}`
+  return { name, text: `SELECT ${SELECT_LIST} FROM products WHERE ${where.join(' AND ')} ORDER BY id ${newest ? 'DESC' : ''} LIMIT $2`, values }
+}
 const BY_ID_SQL = `SELECT ${SELECT_LIST} FROM products WHERE id = $1`
 
 // Inserts only while the creator holds fewer than $5 products; run under the creator's row
@@ -146,9 +167,10 @@ function productsRepository (prisma: PrismaClient, { maxPerUser }: ProductsRepos
   }
 
   return {
-    /** A page in id order. */
-    async page (query: PageQueryInput) {
-      return keysetPage(await db.rows<Product>('products-page', PAGE_SQL, [query.cursor ?? 0, query.limit + 1]), query.limit)
+    /** A JSON catalogue page (`pageStatement`). */
+    async page (query: CatalogueQuery) {
+      const { name, text, values } = pageStatement(query)
+      return keysetPage(await db.rows<Product>(name, text, values), query.limit)
     },
 
     async findById (id: number): Promise<Product | null> {

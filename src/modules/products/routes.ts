@@ -25,13 +25,12 @@ const JSON_OFFER = 'application/json; charset=utf-8'
 
 export const NotAcceptable = createError('NOT_ACCEPTABLE', 'The product list is served as application/json or text/csv; the Accept header allows neither', 406)
 
-/** A JSON page larger than JSON_MAX_LIMIT: the 400 Ajv gives for any other out-of-range value. */
-function jsonLimitError (): Error {
-  const message = `must be <= ${JSON_MAX_LIMIT}`
-  return Object.assign(new Error(`querystring/limit ${message}`), {
+/** The 400 Ajv gives for a value out of range, for a rule of one representation that a schema cannot see. */
+function queryError (param: string, keyword: string, params: Record<string, unknown>, message: string): Error {
+  return Object.assign(new Error(`querystring/${param} ${message}`), {
     statusCode: 400,
     validationContext: 'querystring',
-    validation: [{ instancePath: '/limit', keyword: 'maximum', params: { comparison: '<=', limit: JSON_MAX_LIMIT }, message }]
+    validation: [{ instancePath: `/${param}`, keyword, params, message }]
   })
 }
 
@@ -45,7 +44,7 @@ export const productRoutes: FastifyPluginAsyncTypebox<ProductRoutesOptions> = as
     schema: {
       operationId: 'listProducts',
       tags: ['products'],
-      summary: 'List products, oldest first, a page at a time: JSON, or CSV for Accept: text/csv',
+      summary: 'List products a page at a time (JSON: oldest or newest first, searched by title, one user\'s), or the catalogue as CSV for Accept: text/csv',
       description: 'Negotiated on Accept (`Vary: Accept`), unless `format` names the representation (`?format=csv`: a download link): JSON by default, `text/csv` when preferred (the same page, streamed, a header row, cells that a spreadsheet would run as formulas prefixed with `\'`; the next page in `Link: <...>; rel="next"`). 406 when neither is acceptable.',
       querystring: catalogueQuery(options.csvMaxRows),
       response: {
@@ -73,6 +72,9 @@ export const productRoutes: FastifyPluginAsyncTypebox<ProductRoutesOptions> = as
     const type = format === 'csv' ? CSV_CONTENT_TYPE : format === 'json' ? JSON_OFFER : request.accepts(JSON_OFFER, CSV_CONTENT_TYPE)
     if (type === '') throw new NotAcceptable()
     if (type === CSV_CONTENT_TYPE) {
+      const { q, creatorId, sort } = request.query
+      const filter = q !== undefined ? 'q' : creatorId !== undefined ? 'creatorId' : sort !== 'oldest' ? 'sort' : undefined
+      if (filter !== undefined) throw queryError(filter, 'not', {}, 'applies to the JSON list only: the CSV export is the whole catalogue in id order')
       const page = await products.csvPage(request.query, imageUrl)
       if (page.nextCursor !== null) {
         const path = request.url.split('?')[0] ?? ''
@@ -80,7 +82,7 @@ export const productRoutes: FastifyPluginAsyncTypebox<ProductRoutesOptions> = as
       }
       return await reply.type(CSV_CONTENT_TYPE).header('content-disposition', 'attachment; filename="products.csv"').send(page.body as never)
     }
-    if (request.query.limit > JSON_MAX_LIMIT) throw jsonLimitError()
+    if (request.query.limit > JSON_MAX_LIMIT) throw queryError('limit', 'maximum', { comparison: '<=', limit: JSON_MAX_LIMIT }, `must be <= ${JSON_MAX_LIMIT}`)
     const page = await products.page(request.query)
     return await reply.type('application/json; charset=utf-8').send({ items: page.items.map(present), nextCursor: page.nextCursor })
   })

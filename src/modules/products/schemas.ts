@@ -28,7 +28,7 @@ export const ProductPage = Page(Product)
 /** The JSON page limit: a CSV page may be larger (CSV_MAX_ROWS), the JSON one not. */
 export const JSON_MAX_LIMIT = 100
 
-/** `GET /api/product`'s query: the JSON page's, with a larger `limit` allowed for CSV. */
+/** `GET /api/product`'s query: the JSON page's, with a larger `limit` allowed for CSV, and the JSON list's filters. */
 export function catalogueQuery (csvMaxRows: number) {
   return Type.Object({
     // One parameter for both representations, and which maximum applies depends on Accept,
@@ -45,6 +45,11 @@ export function catalogueQuery (csvMaxRows: number) {
       ]
     }),
     cursor: Type.Optional(Type.Integer({ minimum: 0, maximum: MAX_INT4, description: 'the `nextCursor` of the previous page (CSV: the `cursor` of the `Link: rel="next"` header)' })),
+    // The filters and the order are the JSON list's, a catalogue page as a person browses
+    // it; the CSV export is the whole catalogue in id order (a 400 names a filter sent with it).
+    sort: Type.Union([Type.Literal('oldest'), Type.Literal('newest')], { default: 'oldest', description: 'JSON only: `oldest` first (by id: the order of creation), or `newest` first; `nextCursor` follows the order asked' }),
+    q: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'JSON only: products whose title contains this text, ignoring case (`%` and `_` are plain characters)', examples: ['lamp'] })),
+    creatorId: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_INT4, description: 'JSON only: the products of this user (a signed-in page\'s "my products")', examples: [1] })),
     // A link cannot set Accept: a browser navigation or `<a download>` asks for HTML and
     // anything else, which negotiation answers with JSON.
     format: Type.Optional(Type.Union([Type.Literal('json'), Type.Literal('csv')], {
@@ -89,4 +94,13 @@ export const CATALOGUE_CSV_EXAMPLE = '"id","title","description","amount","creat
 export const PRODUCT_PAGE_EXAMPLE = {
   items: [{ id: 1, title: 'Desk lamp', description: 'Warm light', amount: 2599, creatorId: 1, createdAt: '2026-11-23T20:05:00.000Z', updatedAt: '2026-11-23T20:05:00.000Z', imageUrl: '/api/product/1/image' }],
   nextCursor: null
+}
+
+/** A JSON catalogue page as asked: keyset after `cursor` in the `sort` order, filtered. */
+export interface CatalogueQuery {
+  limit: number
+  cursor?: number
+  sort: 'oldest' | 'newest'
+  q?: string
+  creatorId?: number
 }

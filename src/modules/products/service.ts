@@ -10,7 +10,7 @@ import type { PageQueryInput } from '../../lib/schemas.js'
 import { csvPage, type CsvPage } from './csv.js'
 import type { ProductImages } from './images.js'
 import type { ProductsRepository } from './repository.js'
-import type { CreateProductInput } from './schemas.js'
+import type { CatalogueQuery, CreateProductInput } from './schemas.js'
 
 /** The creator holds PRODUCTS_MAX_PER_USER products: 409 (docs/api.md, "Quotas"), until they delete one. */
 const ProductQuotaExceeded = createError<[number]>('PRODUCT_QUOTA_EXCEEDED', 'You hold %d products, the most one user may; delete one to create another', 409)
@@ -25,8 +25,8 @@ function productsService ({ products, images }: ProductsServiceDependencies) {
   const missing = (id: number) => new NotFound(`Product ${id} does not exist`)
 
   return {
-    /** A page of products in id order. */
-    async page (query: PageQueryInput) {
+    /** A JSON page of products, filtered and in the order asked. */
+    async page (query: CatalogueQuery) {
       return await products.page(query)
     },
 
