@@ -22,7 +22,7 @@ import { originCheck as createOriginCheck, type OriginCheck } from './csrf.js'
 import { factorsRepository } from './factors-repository.js'
 import { CHALLENGES_PER_CLIENT, factorsService, type FactorsService } from './factors.js'
 import { sessionsRepository } from './repository.js'
-import { sessionsService, type IssuedSession, type SessionsService, type SignInMethod } from './sessions.js'
+import { deviceOf, sessionsService, type IssuedSession, type SessionsService, type SignInMethod } from './sessions.js'
 import { passwordChecks, type PasswordChecks } from './sign-in.js'
 
 /** The one service of identity, `app.identity`. */
@@ -121,7 +121,7 @@ async function identity (app: FastifyInstance, options: IdentityOptions): Promis
     deliver,
     async renew (request, reply, user) {
       const methods: SignInMethod[] = await factors.sessionMethods(request.sessionId!)
-      return deliver(reply, await sessions.start(user, methods), request.authenticatedBy === 'cookie' ? 'cookie' : 'token')
+      return deliver(reply, await sessions.start(user, methods, deviceOf(request)), request.authenticatedBy === 'cookie' ? 'cookie' : 'token')
     }
   } satisfies Identity)
 }

@@ -61,7 +61,7 @@ const CREATE_SQL = `WITH kept AS (
      WHERE s.user_id = $2 AND s.expires_at > now() AND s.revoked_at IS NULL AND s.token_version = u.token_version
      ORDER BY s.expires_at DESC, s.created_at DESC LIMIT $6::int - 1
   ), ended AS (DELETE FROM sessions WHERE user_id = $2 AND id NOT IN (SELECT id FROM kept)),
-  session AS (INSERT INTO sessions (id, user_id, token_version, expires_at, methods) VALUES ($1, $2, $3, $5, $7))
+  session AS (INSERT INTO sessions (id, user_id, token_version, expires_at, methods, user_agent, ip) VALUES ($1, $2, $3, $5, $7, $8, $9))
   INSERT INTO refresh_tokens (hash, session_id, expires_at) VALUES ($4, $1, $5)`
 
 const ROTATE_SQL = `WITH old AS (
@@ -92,6 +92,32 @@ const CLASSIFY_SQL = `SELECT t.session_id AS "sessionId", t.used_at IS NOT NULL 
 
 const REVOKE_SQL = 'UPDATE sessions SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL'
 
+// A user's live sessions, the most recently used first: last used is when its newest refresh
+// token was issued (the login, or the last refresh).
+const LIVE = 's.user_id = $1 AND s.revoked_at IS NULL AND s.expires_at > now() AND s.token_version = (SELECT token_version FROM users WHERE id = $1)'
+const LIST_SQL = `SELECT s.id, s.created_at AS "createdAt", s.expires_at AS "expiresAt", s.methods, s.user_agent AS "userAgent", s.ip,
+    (SELECT max(t.created_at) FROM refresh_tokens t WHERE t.session_id = s.id) AS "lastUsedAt"
+  FROM sessions s WHERE ${LIVE} ORDER BY "lastUsedAt" DESC NULLS LAST, s.created_at DESC`
+const END_ONE_SQL = `UPDATE sessions s SET revoked_at = now() WHERE ${LIVE} AND s.id = $2 RETURNING s.id`
+const END_OTHERS_SQL = `UPDATE sessions s SET revoked_at = now() WHERE ${LIVE} AND s.id <> $2 RETURNING s.id`
+
+/** A live session as the account's list shows it. */
+export interface SessionRow {
+  id: string
+  createdAt: Date
+  expiresAt: Date
+  lastUsedAt: Date | null
+  methods: string[]
+  userAgent: string | null
+  ip: string | null
+}
+
+/** Where a sign-in came from, kept with its session. */
+export interface Device {
+  userAgent: string | null
+  ip: string | null
+}
+
 const TOKEN_USER_SQL = `SELECT ${publicUserColumns('u')}, u.token_version AS "tokenVersion"
   FROM users u JOIN sessions s ON s.user_id = u.id
   WHERE u.id = $1 AND s.id = $2 AND s.revoked_at IS NULL`
@@ -113,11 +139,11 @@ export function sessionsRepository (prisma: PrismaClient, limits: SessionLimits)
      * session id, or undefined when the user no longer exists. Past `sessionsMaxPerUser` live
      * sessions, the least recently used one ends.
      */
-    async create (user: { id: number, tokenVersion: number }, refreshHash: Buffer, expiresAt: Date, methods: string[]): Promise<string | undefined> {
+    async create (user: { id: number, tokenVersion: number }, refreshHash: Buffer, expiresAt: Date, methods: string[], device: Device): Promise<string | undefined> {
       const id = randomUUID()
       // A user deleted since their password was checked gets no session (not a foreign-key error, a 500).
       const created = await db.forUser('session-create', user.id, async (tx) => {
-        await db.rows('session-create', CREATE_SQL, [id, user.id, user.tokenVersion, refreshHash, expiresAt, sessionsMaxPerUser, methods], tx)
+        await db.rows('session-create', CREATE_SQL, [id, user.id, user.tokenVersion, refreshHash, expiresAt, sessionsMaxPerUser, methods, device.userAgent, device.ip], tx)
         return id
       })
       return created ?? undefined
@@ -147,6 +173,21 @@ export function sessionsRepository (prisma: PrismaClient, limits: SessionLimits)
     /** Ends a session (logout); its access and refresh tokens stop working at once. */
     async revoke (sessionId: string): Promise<void> {
       await db.rows('session-revoke', REVOKE_SQL, [sessionId])
+    },
+
+    /** The user's live sessions, the most recently used first (at most SESSIONS_MAX_PER_USER). */
+    async list (userId: number): Promise<SessionRow[]> {
+      return await db.rows<SessionRow>('session-list', LIST_SQL, [userId])
+    },
+
+    /** Ends the user's live session `sessionId`; false when they have no such session. */
+    async endOwn (userId: number, sessionId: string): Promise<boolean> {
+      return (await db.rows('session-end-own', END_ONE_SQL, [userId, sessionId])).length === 1
+    },
+
+    /** Ends every live session of the user but `keep`; how many it ended. */
+    async endOthers (userId: number, keep: string): Promise<number> {
+      return (await db.rows('session-end-others', END_OTHERS_SQL, [userId, keep])).length
     }
   }
 }

@@ -21,6 +21,7 @@ import { passwordResetRoutes, registrationRoute, resendVerificationRoute, verify
 import { CHALLENGE_LIMITS, type SignIn } from './factors.js'
 import { CodeStepBody, LoginBody, LogoutBody, MfaTokenBody, PasskeySignInBody, PasskeyStepBody, RefreshBody, RequestOptions, SecondStep } from './schemas.js'
 import { securityRoutes } from './security-routes.js'
+import { deviceOf } from './sessions.js'
 
 const FORM = 'application/x-www-form-urlencoded'
 const JSON_TYPE = 'application/json'
@@ -105,7 +106,7 @@ const authRoutes: FastifyPluginAsyncTypebox = async (app) => {
       // An account with a second factor gets no session yet: the ticket of the second step.
       const secondStep = await identity.factors.secondStep(account, mode)
       if (secondStep !== null) return await reply.code(202).header('cache-control', 'no-store').send(secondStep)
-      const session = identity.deliver(reply, await identity.sessions.start(account), mode)
+      const session = identity.deliver(reply, await identity.sessions.start(account, ['password'], deviceOf(request)), mode)
       if (redirect === undefined) return session
       // 303: the browser follows with a GET, and the cookies set here go with it. The schema's
       // pattern already keeps the path on this host; resolving it is a second lock on that door.
@@ -163,7 +164,7 @@ const authRoutes: FastifyPluginAsyncTypebox = async (app) => {
   }
 
   async function startSession (reply: FastifyReply, signIn: SignIn) {
-    return identity.deliver(reply, await identity.sessions.start(signIn.account, signIn.methods), signIn.mode)
+    return identity.deliver(reply, await identity.sessions.start(signIn.account, signIn.methods, deviceOf(reply.request)), signIn.mode)
   }
 
   routes.post('/mfa/totp', {

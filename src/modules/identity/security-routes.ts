@@ -9,6 +9,7 @@ import type { FastifyRequest } from 'fastify'
 import { empty, json, problems, sessionAuth } from '../../lib/responses.js'
 import { CHALLENGE_LIMITS, CREDENTIAL_ID_MAX_BYTES, PASSKEYS_MAX_PER_USER, PUBLIC_KEY_MAX_BYTES } from './factors.js'
 import { ConfirmTotpBody, CreationOptions, DisableTotpBody, Passkey, PasskeyParams, ProofBody, RecoveryCodes, RegisterPasskeyBody, RenamePasskeyBody, Security, TotpEnrolment } from './schemas.js'
+import { sessionRoutes } from './session-routes.js'
 import { EmailNotVerified } from './sign-in.js'
 
 /** What a change that adds or replaces a factor may answer besides its own statuses: 400 (no `currentPassword`), 403, 413, 415, 429. */
@@ -157,4 +158,6 @@ export const securityRoutes: FastifyPluginAsyncTypebox = async (parent) => {
     await factors.deletePasskey(request.currentUser!.id, request.params.id)
     return await reply.code(204).send(null)
   })
+
+  await app.register(sessionRoutes)
 }

@@ -9,7 +9,7 @@
 import createError from '@fastify/error'
 import type { JWT } from '@fastify/jwt'
 import { Unauthorized } from '../../lib/problem.js'
-import type { SessionsRepository } from './repository.js'
+import type { Device, SessionsRepository } from './repository.js'
 import { hashRefreshToken, isRefreshTokenShaped, newRefreshToken } from './tokens.js'
 
 /** Unknown, malformed, expired refresh token, or one of an ended session. */
@@ -21,6 +21,14 @@ const RefreshTooSoon = createError<[number]>('RATE_LIMITED', 'This session refre
 
 /** How a session was signed in; a session records every method its sign-in used. */
 export type SignInMethod = 'password' | 'totp' | 'recovery-code' | 'passkey'
+
+/** The longest User-Agent kept with a session: real ones are a few hundred characters. */
+const USER_AGENT_MAX = 512
+
+/** Where a request comes from, as a session keeps it. */
+export function deviceOf (request: { headers: { 'user-agent'?: string }, ip: string }): Device {
+  return { userAgent: request.headers['user-agent']?.slice(0, USER_AGENT_MAX) ?? null, ip: request.ip }
+}
 
 export interface IssuedSession {
   sessionId: string
@@ -55,11 +63,11 @@ export function sessionsService (options: SessionsServiceDependencies) {
   }
 
   return {
-    /** A new session for a user who has just signed in with `methods`. */
-    async start (user: { id: number, tokenVersion: number }, methods: SignInMethod[] = ['password']): Promise<IssuedSession> {
+    /** A new session for a user who has just signed in with `methods`, from `device`. */
+    async start (user: { id: number, tokenVersion: number }, methods: SignInMethod[], device: Device): Promise<IssuedSession> {
       const refresh = newRefreshToken()
       const expiresAt = new Date(Date.now() + options.refreshTtlMs)
-      const sessionId = await sessions.create(user, refresh.hash, expiresAt, methods)
+      const sessionId = await sessions.create(user, refresh.hash, expiresAt, methods, device)
       // The account was deleted while its password was being checked.
       if (sessionId === undefined) throw new Unauthorized('The user no longer exists')
       return await issue(sessionId, user, refresh, expiresAt)
@@ -84,7 +92,11 @@ export function sessionsService (options: SessionsServiceDependencies) {
     /** Ends a session: its access token and refresh tokens stop working at once. */
     async logout (sessionId: string): Promise<void> {
       await sessions.revoke(sessionId)
-    }
+    },
+
+    list: sessions.list,
+    endOwn: sessions.endOwn,
+    endOthers: sessions.endOthers
   }
 }
 

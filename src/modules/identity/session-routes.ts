@@ -1,0 +1,84 @@
+/**
+ * /api/security/sessions: the account's signed-in devices, as an account security page
+ * lists them, and ending them. Registered inside the /api/security subtree, whose hooks
+ * (`app.authenticate`, `Cache-Control: no-store`) it keeps. An ended session's tokens stop
+ * working at once on every replica: the token check reads the session on each request.
+ * Ending sessions needs no recent sign-in: it only ever takes access away.
+ */
+import type { FastifyPluginAsyncTypebox, TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
+import Bowser from 'bowser'
+import { NotFound } from '../../lib/problem.js'
+import { empty, json, problems, sessionAuth } from '../../lib/responses.js'
+import { Type } from 'typebox'
+import { Timestamp } from '../../lib/schemas.js'
+import type { SessionRow } from './repository.js'
+
+const SessionInfo = Type.Object({
+  id: Type.String({ format: 'uuid', description: 'the session\'s id: DELETE /api/security/sessions/{id} takes it' }),
+  current: Type.Boolean({ description: 'the session of this request' }),
+  createdAt: Timestamp,
+  lastUsedAt: Type.Union([Timestamp, Type.Null()], { description: 'its last login or refresh' }),
+  expiresAt: Timestamp,
+  methods: Type.Array(Type.String(), { description: 'how it was signed in: `password`, `totp`, `recovery-code`, `passkey`' }),
+  userAgent: Type.Union([Type.String(), Type.Null()], { description: 'the User-Agent header it signed in with (at most 512 characters)' }),
+  browser: Type.Union([Type.String(), Type.Null()], { description: 'read from the User-Agent: `Chrome 156`' }),
+  os: Type.Union([Type.String(), Type.Null()], { description: 'read from the User-Agent: `iOS 17.4`' }),
+  ip: Type.Union([Type.String(), Type.Null()], { description: 'the address it signed in from' })
+})
+const SessionList = Type.Object({ items: Type.Array(SessionInfo) }, {
+  examples: [{ items: [{ id: '6f1c2d3e-4b5a-4c7d-8e9f-0a1b2c3d4e5f', current: true, createdAt: '2026-11-28T09:00:00.000Z', lastUsedAt: '2026-11-28T09:45:00.000Z', expiresAt: '2026-12-28T09:45:00.000Z', methods: ['password', 'totp'], userAgent: 'Mozilla/5.0 (iPhone; CPU iPhone OS 17_4 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.4 Mobile/15E148 Safari/604.1', browser: 'Safari 17', os: 'iOS 17.4', ip: '203.0.113.7' }] }]
+})
+const SessionParams = Type.Object({ id: Type.String({ pattern: '^[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}$', description: 'the session\'s `id` (a UUID), as GET /api/security/sessions lists it' }) }, { additionalProperties: false })
+const EndedSessions = Type.Object({ ended: Type.Integer({ description: 'how many sessions were ended' }) }, { examples: [{ ended: 2 }] })
+
+/** "Chrome 156" and "iOS 17.4" from a User-Agent header; null where it says nothing known. */
+function describe (userAgent: string | null): { browser: string | null, os: string | null } {
+  if (userAgent === null) return { browser: null, os: null }
+  const { browser, os } = Bowser.parse(userAgent)
+  const name = (part: { name?: string, version?: string }, version?: string): string | null =>
+    part.name ? [part.name, version].filter(Boolean).join(' ') : null
+  return { browser: name(browser, browser.version?.split('.')[0]), os: name(os, os.versionName ?? os.version) }
+}
+
+export const sessionRoutes: FastifyPluginAsyncTypebox = async (parent) => {
+  const app = parent.withTypeProvider<TypeBoxTypeProvider>()
+  const { sessions } = app.identity
+  const present = (row: SessionRow, current: string) => ({ ...row, ...describe(row.userAgent), current: row.id === current })
+
+  app.get('/sessions', {
+    schema: {
+      operationId: 'listSessions',
+      tags: ['security'],
+      summary: 'Your signed-in sessions: when, from which device and address, how; this one marked',
+      description: 'The live sessions of the account, the most recently used first (at most `SESSIONS_MAX_PER_USER`). `lastUsedAt` is the last login or refresh of the session; `browser` and `os` are read from its User-Agent.',
+      security: sessionAuth,
+      response: { 200: json(SessionList), ...problems(401) }
+    }
+  }, async (request) => ({ items: (await sessions.list(request.currentUser!.id)).map((row) => present(row, request.sessionId!)) }))
+
+  app.delete('/sessions/:id', {
+    schema: {
+      operationId: 'endSession',
+      tags: ['security'],
+      summary: 'End one of your sessions (this one too: that is a logout)',
+      description: 'Its access token and refresh token stop working at once. 404 when the account has no live session of that id.',
+      security: sessionAuth,
+      params: SessionParams,
+      response: { 204: empty('ended'), ...problems(400, 401, 403, 404) }
+    }
+  }, async (request, reply) => {
+    if (!await sessions.endOwn(request.currentUser!.id, request.params.id)) throw new NotFound('You have no live session of that id')
+    return await reply.code(204).send(null)
+  })
+
+  app.post('/sessions/end-others', {
+    schema: {
+      operationId: 'endOtherSessions',
+      tags: ['security'],
+      summary: 'Sign out everywhere else: end every session of yours but this one',
+      description: 'For a lost device, or after turning on a second factor: sessions signed in before it keep refreshing until ended.',
+      security: sessionAuth,
+      response: { 200: json(EndedSessions), ...problems(401, 403) }
+    }
+  }, async (request) => ({ ended: await sessions.endOthers(request.currentUser!.id, request.sessionId!) }))
+}
