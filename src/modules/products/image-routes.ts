@@ -11,7 +11,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { empty, header, json, problems, sessionAuth } from '../../lib/responses.js'
 import { IdParams } from '../../lib/schemas.js'
 import { MULTIPART_OVERHEAD, uploadLimits } from './images.js'
-import { ImageContent, ImageUploadBody, Product } from './schemas.js'
+import { ImageContent, ImageQuery, ImageUploadBody, Product } from './schemas.js'
 
 /** The name of the image route, for `app.getRouteURL` (routing plugin): the product JSON's `imageUrl`. */
 export const PRODUCT_IMAGE_ROUTE = 'product-image'
@@ -47,19 +47,21 @@ export const productImageRead: FastifyPluginAsyncTypebox<ProductImageReadOptions
       operationId: 'getProductImage',
       tags: ['products'],
       summary: 'Download the image of a product',
-      description: 'Public. Strong ETag and Last-Modified (If-None-Match / If-Modified-Since: 304); one byte range (Range, If-Range): 206 with Content-Range, 416 past the end; several ranges get the whole image. `X-Content-Type-Options: nosniff`, `Content-Disposition: inline`.',
+      description: 'Public. Strong ETag and Last-Modified (If-None-Match / If-Modified-Since: 304); one byte range (Range, If-Range): 206 with Content-Range, 416 past the end; several ranges get the whole image. `X-Content-Type-Options: nosniff`, `Content-Disposition: inline`. ' +
+        '`?w=128|256|512|1024`: a WebP rendition that wide (never wider than the original), whole (no ranges), with an ETag of its own; an original over 50 megapixels has none (415 `UNSUPPORTED_IMAGE_TYPE`).',
       params: IdParams,
+      querystring: ImageQuery,
       response: {
-        200: { description: 'the image', headers: IMAGE_HEADERS, content: ImageContent },
+        200: { description: 'the image; with `w`, its WebP rendition', headers: IMAGE_HEADERS, content: ImageContent },
         206: { description: 'the requested byte range of the image', headers: { ...IMAGE_HEADERS, 'Content-Range': header('`bytes <first>-<last>/<size>`') }, content: ImageContent },
         304: empty('not modified: the copy the client has is current', { ETag: IMAGE_HEADERS.ETag, 'Cache-Control': IMAGE_HEADERS['Cache-Control'] }),
-        ...problems(400, 404, 416)
+        ...problems(400, 404, 415, 416)
       }
     }
   }, async (request, reply) => {
     // On errors too: a 404 or 416 read by another origin's page is as harmless as the image.
     reply.header('cross-origin-resource-policy', options.crossOriginResourcePolicy)
-    return await productImages.send(request, reply, await products.get(request.params.id))
+    return await productImages.send(request, reply, await products.get(request.params.id), request.query.w)
   })
 }
 

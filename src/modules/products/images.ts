@@ -22,6 +22,7 @@ import { Forbidden, NotFound } from '../../lib/problem.js'
 import { MalformedMultipartError } from '@user-product-service/context'
 import type { BlobStorage, ByteRange } from '../../storage/blob-storage.js'
 import { IMAGE_TYPES, ImageInspector, type ImageType } from './image-type.js'
+import { renditions, type RenditionWidth } from './renditions.js'
 import type { ImageChange, ImageMeta, ProductsRepository } from './repository.js'
 
 export const NotMultipart = createError('UNSUPPORTED_MEDIA_TYPE', 'Send the image as multipart/form-data (one file part)', 415)
@@ -100,6 +101,7 @@ function ifRangeHolds (header: string | string[] | undefined, etag: string, last
 
 export function productImages (options: ProductImagesOptions) {
   const { storage, repository, maxBytes, bytesPerUser, log } = options
+  const resized = renditions()
 
   /** Removes files whose rows are gone; failures are logged, never thrown. */
   async function discard (...keys: (string | null | undefined)[]): Promise<void> {
@@ -204,14 +206,15 @@ export function productImages (options: ProductImagesOptions) {
      * Answers GET (and HEAD) of a product's image: strong ETag (the SHA-256) and
      * Last-Modified (a date no other image of the product has had), 304 when the client's copy is fresh, one byte range as 206 (several
      * ranges, a malformed header or a stale If-Range: the whole image, as RFC 9110 allows),
-     * 416 for a range past the end.
+     * 416 for a range past the end. With `width`, its WebP rendition that wide
+     * (renditions.ts), whole: small enough that ranges would buy nothing.
      */
-    async send (request: FastifyRequest, reply: FastifyReply, product: ProductImageRow): Promise<FastifyReply> {
+    async send (request: FastifyRequest, reply: FastifyReply, product: ProductImageRow, width?: RenditionWidth): Promise<FastifyReply> {
       const { imageKey: key, imageType: type, imageSize: size, imageSha256: sha256, imageUpdatedAt: updatedAt } = product
       if (key === null || type === null || size === null || sha256 === null || updatedAt === null) {
         throw new NotFound(`Product ${product.id} has no image`)
       }
-      const etag = `"${sha256}"`
+      const etag = width === undefined ? `"${sha256}"` : `"${sha256}-w${width}"`
       // Never a date after the answer's own (RFC 9110 8.8.2.1): an image stored while the
       // one before it had the same second carries the next second, shown once it has come.
       // The answer's Date is set from the same clock read: Node's own is a string cached per
@@ -222,6 +225,17 @@ export function productImages (options: ProductImagesOptions) {
       reply.header('etag', etag).header('cache-control', 'public, no-cache').header('date', new Date(now).toUTCString())
       if (lastModified !== undefined) reply.header('last-modified', lastModified)
       if (request.fresh()) return await reply.code(304).send()
+      reply.header('x-content-type-options', 'nosniff')
+
+      if (width !== undefined) {
+        const rendition = await resized.get(sha256, width, async () => {
+          const original = await storage.stream(key)
+          if (original === undefined) throw new NotFound(`Product ${product.id} has no image`)
+          return Buffer.concat(await original.toArray())
+        })
+        return await reply.type('image/webp').header('accept-ranges', 'none').header('content-length', rendition.length)
+          .header('content-disposition', `inline; filename="product-${product.id}-${width}.webp"`).send(rendition)
+      }
 
       let range: ByteRange | undefined
       if (request.headers.range !== undefined && ifRangeHolds(request.headers['if-range'], etag, lastModified)) {
@@ -246,7 +260,6 @@ export function productImages (options: ProductImagesOptions) {
         .type(type)
         .header('accept-ranges', 'bytes')
         .header('content-disposition', `inline; filename="product-${product.id}.${IMAGE_TYPES[type as ImageType] ?? 'bin'}"`)
-        .header('x-content-type-options', 'nosniff')
       if (range === undefined) {
         reply.header('content-length', size)
       } else {

@@ -1,6 +1,7 @@
 /** Schemas of the product resource; the TypeScript types come from them. */
 import { Type, type Static } from 'typebox'
 import { Id, MAX_INT4, Page, Timestamp } from '../../lib/schemas.js'
+import { RENDITION_WIDTHS, type RenditionWidth } from './renditions.js'
 
 export const CreateProductBody = Type.Object({
   title: Type.String({ minLength: 1, maxLength: 200 }),
@@ -57,6 +58,11 @@ export function catalogueQuery (csvMaxRows: number) {
     }))
   }, { additionalProperties: false })
 }
+
+/** `GET /api/product/{id}/image`'s query: the width of a rendition (renditions.ts). */
+export const ImageQuery = Type.Object({
+  w: Type.Optional(Type.Unsafe<RenditionWidth>({ type: 'integer', enum: [...RENDITION_WIDTHS], description: 'a WebP rendition this many pixels wide, for a thumbnail at display size (absent: the original)', examples: [256] }))
+}, { additionalProperties: false })
 
 /** The image upload's body, for the OpenAPI document (the route reads the parts itself). */
 export const ImageUploadBody = {
