@@ -68,6 +68,7 @@ t.test('never wider than the original; a new image gets new renditions', async (
 
 t.test('a width outside the set, or no image: the usual answers', async (t) => {
   const id = await pictured(await photo(300, 200))
+  t.equal((await app.inject(`/api/product/${id}/image?_=123`)).statusCode, 200, 'other parameters are ignored (cache busters)')
   for (const w of ['300', '0', 'abc', '1e3', '256.0']) {
     assertProblem(t, await app.inject(`/api/product/${id}/image?w=${w}`), 400, 'VALIDATION_FAILED')
   }

@@ -2,13 +2,14 @@
  * The web app's files at `/` (WEB_APP, on by default), under the service's strict CSP. The
  * app itself is driven in Chromium by test/browser/*.test.ts.
  */
-import { readdir, readFile } from 'node:fs/promises'
+import { readFile } from 'node:fs/promises'
+import { brotliDecompressSync, gunzipSync } from 'node:zlib'
 import t from 'tap'
-import { WEB_ROOT, WEBAUTHN_BUNDLE, WEBAUTHN_SCRIPT } from '../src/plugins/web-app.js'
+import { IMMUTABLE, WEB_ROOT, WEBAUTHN_BUNDLE, WEBAUTHN_SCRIPT, webFiles } from '../src/plugins/web-app.js'
 import { assertProblem } from './helpers/assertions.js'
 import { build } from './helpers/build.js'
 
-t.test('WEB_APP on (the default): the files at /, with the strict CSP; other paths keep the 404', async (t) => {
+t.test('WEB_APP on (the default): the shell at /, with the strict CSP; other paths keep the 404', async (t) => {
   const app = await build(t)
   const page = await app.inject({ method: 'GET', url: '/' })
   t.equal(page.statusCode, 200)
@@ -16,41 +17,66 @@ t.test('WEB_APP on (the default): the files at /, with the strict CSP; other pat
   t.match(page.headers['content-security-policy'], /script-src 'self'/, 'scripts from the service only')
   t.notMatch(page.headers['content-security-policy'], /script-src[^;]*unsafe-inline/, 'no inline scripts allowed')
   t.match(page.body, /<form id="login" method="post" action="\/api\/auth\/login">\s*(<!--[^>]*-->\s*)?<input type="hidden" name="redirect" value="\/">/, 'a login form that posts without JavaScript and comes back to the app (303)')
-  for (const file of await readdir(WEB_ROOT)) {
-    const res = await app.inject({ method: 'GET', url: `/${file}` })
-    t.equal(res.statusCode, 200, file)
-    t.equal(res.body, await readFile(`${WEB_ROOT}${file}`, 'utf8'), `${file}: as on disk`)
-  }
-  t.match((await app.inject({ method: 'GET', url: '/app.js' })).headers['content-type'], /^(text|application)\/javascript/, 'modules have a script type')
   const html = await readFile(`${WEB_ROOT}index.html`, 'utf8')
   t.notMatch(html, /<script(?![^>]*\bsrc=)[^>]*>/, 'no inline script')
   t.notMatch(html, /\son[a-z]+=|\sstyle=|<style/i, 'no inline event handler or style')
-  assertProblem(t, await app.inject({ method: 'GET', url: '/no-such-page.html' }), 404, 'NOT_FOUND')
-  assertProblem(t, await app.inject({ method: 'GET', url: '/../package.json' }), 404, 'NOT_FOUND')
+  for (const url of ['/no-such-page.html', '/../package.json', '/app.js', '/assets/app.js', '/assets/app.0000000000.js']) {
+    assertProblem(t, await app.inject({ method: 'GET', url }), 404, 'NOT_FOUND')
+  }
 })
 
-t.test('@simplewebauthn/browser for the passkeys: one file from node_modules, cached as the app\'s files are; the QR code (a data: image) passes the CSP', async (t) => {
+t.test('delivery: hashed, immutable, compressed files; a no-cache shell that names them and preloads every module', async (t) => {
   const app = await build(t)
-  const script = await app.inject({ method: 'GET', url: WEBAUTHN_SCRIPT })
+  const { names } = await webFiles()
+  const page = await app.inject({ method: 'GET', url: '/', headers: { 'accept-encoding': 'identity' } })
+  t.equal(page.headers['cache-control'], 'no-cache', 'the shell is revalidated on every visit')
+  t.equal((await app.inject({ method: 'GET', url: '/', headers: { 'if-none-match': String(page.headers.etag) } })).statusCode, 304, 'by its ETag')
+  const linked = [...page.body.matchAll(/(?:src|href)="(\/assets\/[^"]+)"/g)].map((m) => m[1]!)
+  const preloaded = [...page.body.matchAll(/<link rel="modulepreload" href="([^"]+)">/g)].map((m) => m[1]!)
+  t.same(new Set(preloaded), new Set([...names].filter(([source]) => source.endsWith('.js')).map(([, name]) => name)), 'every module preloaded: one round of script requests')
+  t.ok(linked.includes(names.get('/app.css')!) && linked.includes(names.get('/app.js')!), 'the shell names the hashed style sheet and app')
+  t.notMatch(page.body, /"\/(app|api)\.(js|css)"/, 'and no unhashed file')
+
+  for (const [source, name] of names) {
+    t.match(name, /^\/assets\/[\w.-]+\.[\w-]{10}\.(js|css)$/, `${source}: a content-hashed name`)
+    const plain = await app.inject({ method: 'GET', url: name, headers: { 'accept-encoding': 'identity' } })
+    t.equal(plain.statusCode, 200, name)
+    t.equal(plain.headers['cache-control'], IMMUTABLE, `${name}: immutable for a year`)
+    t.equal(plain.headers.vary, 'Accept-Encoding')
+    t.match(plain.headers['content-type'], source.endsWith('.js') ? /^text\/javascript/ : /^text\/css/)
+    const disk = source === WEBAUTHN_SCRIPT ? await readFile(WEBAUTHN_BUNDLE, 'utf8') : await readFile(`${WEB_ROOT}${source.slice(1)}`, 'utf8')
+    const unrenamed = plain.body.replace(/\/assets\/([\w-]+)\.[\w-]{10}\.js/g, (_m, base: string) => base === 'simplewebauthn-browser' ? WEBAUTHN_SCRIPT : `./${base}.js`)
+    t.equal(unrenamed.replace('\'./simplewebauthn-browser.js\'', `'${WEBAUTHN_SCRIPT}'`), disk, `${name}: the file on disk, its imports renamed`)
+    const br = await app.inject({ method: 'GET', url: name, headers: { 'accept-encoding': 'gzip, deflate, br' } })
+    t.equal(br.headers['content-encoding'], 'br', 'brotli when offered')
+    t.equal(brotliDecompressSync(br.rawPayload).toString(), plain.body, 'the same bytes')
+    t.ok(br.rawPayload.length < plain.rawPayload.length || plain.rawPayload.length < 200, `${br.rawPayload.length} < ${plain.rawPayload.length} bytes`)
+    const gz = await app.inject({ method: 'GET', url: name, headers: { 'accept-encoding': 'gzip' } })
+    t.same([gz.headers['content-encoding'], gunzipSync(gz.rawPayload).toString()], ['gzip', plain.body], 'gzip otherwise')
+  }
+  const app2 = (await app.inject({ method: 'GET', url: names.get('/app.js')! })).body
+  t.match(app2, names.get('/api.js')!, 'the app imports api.js by its hashed name')
+  t.match(app2, names.get(WEBAUTHN_SCRIPT)!, 'and the passkey library by its own')
+})
+
+t.test('@simplewebauthn/browser for the passkeys: the package\'s bundle from node_modules; the QR code (a data: image) passes the CSP', async (t) => {
+  const app = await build(t)
+  const { names } = await webFiles()
+  const script = await app.inject({ method: 'GET', url: names.get(WEBAUTHN_SCRIPT)!, headers: { 'accept-encoding': 'identity' } })
   t.equal(script.statusCode, 200)
-  t.match(script.headers['content-type'], /^(text|application)\/javascript/)
   t.equal(script.body, await readFile(WEBAUTHN_BUNDLE, 'utf8'), 'the package\'s bundle')
   t.match(script.body, /^\/\* \[@simplewebauthn\/browser@\d/, 'its banner')
-  const page = await app.inject({ method: 'GET', url: '/app.js' })
-  t.equal(script.headers['cache-control'], page.headers['cache-control'], 'the same cache policy as the app\'s own files')
-  t.ok(script.headers.etag, 'revalidated by ETag')
-  t.equal((await app.inject({ method: 'GET', url: WEBAUTHN_SCRIPT, headers: { 'if-none-match': script.headers.etag as string } })).statusCode, 304)
-  t.match(page.body, `import '${WEBAUTHN_SCRIPT}'`, 'the app loads it')
-  const csp = String(page.headers['content-security-policy'])
+  const csp = String(script.headers['content-security-policy'])
   t.match(csp, /(^|;)\s*img-src [^;]*\bdata:/, 'images from data: (the TOTP QR code)')
   t.match(csp, /(^|;)\s*script-src 'self'(;|$)/, 'scripts from the service only')
   const spec = (await app.inject({ method: 'GET', url: '/docs/json' })).json()
-  t.notOk(spec.paths?.[WEBAUTHN_SCRIPT], 'not an API route')
+  t.notOk(Object.keys(spec.paths ?? {}).some((path) => path.startsWith('/assets')), 'not an API route')
 })
 
 t.test('WEB_APP=false: no files at /', async (t) => {
   const app = await build(t, { env: { WEB_APP: 'false' } })
   assertProblem(t, await app.inject({ method: 'GET', url: '/' }), 404, 'NOT_FOUND')
-  assertProblem(t, await app.inject({ method: 'GET', url: '/app.js' }), 404, 'NOT_FOUND')
-  assertProblem(t, await app.inject({ method: 'GET', url: WEBAUTHN_SCRIPT }), 404, 'NOT_FOUND')
+  const { names } = await webFiles()
+  assertProblem(t, await app.inject({ method: 'GET', url: names.get('/app.js')! }), 404, 'NOT_FOUND')
+  assertProblem(t, await app.inject({ method: 'GET', url: names.get(WEBAUTHN_SCRIPT)! }), 404, 'NOT_FOUND')
 })

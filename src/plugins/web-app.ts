@@ -1,18 +1,33 @@
 /**
- * The web app (web/: plain HTML, CSS and JavaScript modules, no build step) at `/`, served by
- * @fastify/static. One route per file, listed at start (`wildcard: false`), so any other path
- * keeps the service's own 404. `web/` sits beside `src/` and `dist/`, so both resolve it.
+ * The web app (web/: plain HTML, CSS and JavaScript modules, no build step) at `/`.
+ *
+ * Its files are read once at start and served from memory, as a build step would leave them:
+ * - each script and style sheet under a content-hashed name, `/assets/<name>.<hash>.<ext>`,
+ *   `Cache-Control: public, max-age=31536000, immutable` (a new version is a new name), the
+ *   imports between modules rewritten to those names (`from './api.js'`, leaves first);
+ * - the HTML shell `no-cache` (revalidated by ETag), naming the hashed files, with a
+ *   `<link rel="modulepreload">` for every module the app imports, so the browser fetches them
+ *   all at once: the request chain is HTML -> scripts -> API, never script -> script;
+ * - each gzip- and brotli-compressed at start, the encoding negotiated (`Vary: Accept-Encoding`).
+ *   Only these files: API answers stay uncompressed (a compressed answer that carries a
+ *   secret beside what an attacker sends can leak it by its length: BREACH).
+ * Any other path keeps the service's own 404. `web/` sits beside `src/` and `dist/`, so
+ * both resolve it.
  */
+import { createHash } from 'node:crypto'
+import { readdir, readFile } from 'node:fs/promises'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
-import fastifyStatic from '@fastify/static'
-import type { FastifyInstance } from 'fastify'
+import { brotliCompressSync, constants, gzipSync } from 'node:zlib'
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
+import context from '@user-product-service/context'
+import { NotFound } from '../lib/problem.js'
 
 export const WEB_ROOT = fileURLToPath(new URL('../../web/', import.meta.url))
 /** The paths of the links in the service's e-mail (src/modules/users: password reset, e-mail verification). */
 export const LINK_PAGES = ['/reset-password', '/verify-email']
-/** Where the page loads @simplewebauthn/browser (passkeys) from. */
+/** The name the app imports @simplewebauthn/browser (passkeys) by: its hashed file is served instead. */
 export const WEBAUTHN_SCRIPT = '/vendor/simplewebauthn-browser.js'
 /**
  * The package's one-file browser bundle, found the way Node resolves the package (its `esm/`
@@ -20,18 +35,101 @@ export const WEBAUTHN_SCRIPT = '/vendor/simplewebauthn-browser.js'
  */
 export const WEBAUTHN_BUNDLE = fileURLToPath(new URL('../dist/bundle/index.umd.min.js', import.meta.resolve('@simplewebauthn/browser')))
 
-async function webApp (app: FastifyInstance): Promise<void> {
-  const cache = { cacheControl: true, maxAge: 0 }
-  await app.register(fastifyStatic, { root: WEB_ROOT, wildcard: false, index: 'index.html', ...cache })
-  // The pages the e-mailed links open (`/reset-password#token=...`, `/verify-email#token=...`)
-  // are the app itself: it reads the token from the fragment, which the browser never sends,
-  // so no log, proxy or Referer sees it.
-  for (const url of LINK_PAGES) {
-    app.get(url, { schema: { hide: true } }, async (_request, reply) => await reply.sendFile('index.html'))
+export const IMMUTABLE = 'public, max-age=31536000, immutable'
+const TYPES: Record<string, string> = { '.js': 'text/javascript; charset=utf-8', '.css': 'text/css; charset=utf-8', '.html': 'text/html; charset=utf-8' }
+/** A module specifier in an import or export (`from './api.js'`, `import '/vendor/x.js'`, `import('./x.js')`). */
+const IMPORT = /(\bfrom\s*|\bimport\s*\(?\s*)(['"])([^'"]+\.js)\2/g
+
+export interface WebFile {
+  type: string
+  etag: string
+  /** The bytes, then compressed: what each Content-Encoding sends. */
+  encodings: { identity: Buffer, br: Buffer, gzip: Buffer }
+}
+
+function webFile (name: string, text: string): WebFile {
+  const identity = Buffer.from(text)
+  return {
+    type: TYPES[path.extname(name)] ?? 'application/octet-stream',
+    etag: `"${createHash('sha256').update(identity).digest('base64url').slice(0, 22)}"`,
+    encodings: {
+      identity,
+      br: brotliCompressSync(identity, { params: { [constants.BROTLI_PARAM_QUALITY]: 11, [constants.BROTLI_PARAM_SIZE_HINT]: identity.length } }),
+      gzip: gzipSync(identity, { level: 9 })
+    }
   }
-  // The bundle sets `globalThis.SimpleWebAuthnBrowser`; it is revalidated as the app's own files are.
-  app.get(WEBAUTHN_SCRIPT, { schema: { hide: true } }, async (_request, reply) =>
-    await reply.sendFile(path.basename(WEBAUTHN_BUNDLE), path.dirname(WEBAUTHN_BUNDLE), cache))
+}
+
+/** The app's files as served: the hashed assets by path, the HTML shell, and the hashed path of each source file. */
+export async function webFiles (): Promise<{ assets: Map<string, WebFile>, html: WebFile, names: Map<string, string> }> {
+  const sources = new Map<string, string>()
+  for (const file of await readdir(WEB_ROOT)) {
+    if (file.endsWith('.js') || file.endsWith('.css')) sources.set(`/${file}`, await readFile(path.join(WEB_ROOT, file), 'utf8'))
+  }
+  sources.set(WEBAUTHN_SCRIPT, await readFile(WEBAUTHN_BUNDLE, 'utf8'))
+
+  const assets = new Map<string, WebFile>()
+  const names = new Map<string, string>()
+  const modules = new Set<string>()
+  const resolve = (specifier: string, from: string): string => new URL(specifier, `http://app${from}`).pathname
+  // A module's name hashes its text with its imports already renamed: a change anywhere
+  // below it renames it too, so no browser ever pairs a new module with an old one.
+  function add (source: string): string {
+    const known = names.get(source)
+    if (known !== undefined) return known
+    const text = sources.get(source)
+    if (text === undefined) throw new Error(`web/: ${source} is imported but is not one of the app's files`)
+    const isModule = source.endsWith('.js') && source !== WEBAUTHN_SCRIPT
+    const served = isModule
+      ? text.replace(IMPORT, (_match, keyword: string, quote: string, specifier: string) => `${keyword}${quote}${add(resolve(specifier, source))}${quote}`)
+      : text
+    const file = webFile(source, served)
+    const ext = path.extname(source)
+    const name = `/assets/${path.basename(source, ext)}.${file.etag.slice(1, 11)}${ext}`
+    names.set(source, name)
+    assets.set(name, file)
+    if (source.endsWith('.js')) modules.add(name)
+    return name
+  }
+  for (const source of sources.keys()) add(source)
+
+  let html = await readFile(path.join(WEB_ROOT, 'index.html'), 'utf8')
+  html = html.replace(/(\s(?:href|src)=")(\/[^"]+\.(?:js|css))"/g, (match, attribute: string, source: string) => {
+    const name = names.get(source)
+    return name === undefined ? match : `${attribute}${name}"`
+  })
+  const preload = [...modules].map((name) => `<link rel="modulepreload" href="${name}">`).join('\n')
+  html = html.replace('</head>', `${preload}\n</head>`)
+  return { assets, html: webFile('index.html', html), names }
+}
+
+async function send (request: FastifyRequest, reply: FastifyReply, file: WebFile, cacheControl: string): Promise<FastifyReply> {
+  reply.header('cache-control', cacheControl).header('etag', file.etag).header('vary', 'Accept-Encoding').type(file.type)
+  if (request.fresh()) return await reply.code(304).send()
+  // No Accept-Encoding allows any coding (RFC 9110 12.5.3), but a client that sends none
+  // (curl, a script) expects the bytes as they are.
+  const coding = request.headers['accept-encoding'] === undefined ? 'identity' : request.acceptsEncodings('br', 'gzip', 'identity') as keyof WebFile['encodings'] | ''
+  const body = file.encodings[coding === '' ? 'identity' : coding]
+  if (coding === 'br' || coding === 'gzip') reply.header('content-encoding', coding)
+  return await reply.header('content-length', body.length).send(body)
+}
+
+async function webApp (app: FastifyInstance): Promise<void> {
+  const { assets, html } = await webFiles()
+  // The context plugin (validators, encoding negotiation) for these routes only.
+  await app.register(async function files (scope) {
+    await scope.register(context, { rawBody: false })
+    const shell = async (request: FastifyRequest, reply: FastifyReply) => await send(request, reply, html, 'no-cache')
+    // The pages the e-mailed links open (`/reset-password#token=...`, `/verify-email#token=...`)
+    // are the app itself: it reads the token from the fragment, which the browser never sends,
+    // so no log, proxy or Referer sees it.
+    for (const url of ['/', '/index.html', ...LINK_PAGES]) scope.get(url, { schema: { hide: true } }, shell)
+    scope.get<{ Params: { name: string } }>('/assets/:name', { schema: { hide: true } }, async (request, reply) => {
+      const file = assets.get(`/assets/${request.params.name}`)
+      if (file === undefined) throw new NotFound('No such file of the web app')
+      return await send(request, reply, file, IMMUTABLE)
+    })
+  })
 }
 
 export default fp(webApp, { name: 'web-app', fastify: '5.x' })

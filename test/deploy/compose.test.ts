@@ -476,9 +476,14 @@ t.test('docker compose up --build serves the API from .env.example', { skip: wan
   })
 
   await t.test('the image serves the web app at / (web/ is copied into it)', async (t) => {
-    for (const file of ['/', '/app.js', '/api.js', '/app.css']) {
+    const shell = await fetch(base + '/')
+    t.equal(shell.status, 200, '/ loads')
+    const files = [...(await shell.text()).matchAll(/(?:src|href)="(\/assets\/[^"]+)"/g)].map((m) => m[1]!)
+    t.ok(files.length >= 3, `the shell names the app's files: ${files.join(', ')}`)
+    for (const file of files) {
       const res = await fetch(base + file)
       t.equal(res.status, 200, `${file} loads`)
+      t.equal(res.headers.get('cache-control'), 'public, max-age=31536000, immutable', `${file}: immutable`)
     }
   })
 

@@ -59,10 +59,12 @@ export function catalogueQuery (csvMaxRows: number) {
   }, { additionalProperties: false })
 }
 
-/** `GET /api/product/{id}/image`'s query: the width of a rendition (renditions.ts). */
+/** `GET /api/product/{id}/image`'s query: the width of a rendition (renditions.ts), and a client's own version. */
 export const ImageQuery = Type.Object({
-  w: Type.Optional(Type.Unsafe<RenditionWidth>({ type: 'integer', enum: [...RENDITION_WIDTHS], description: 'a WebP rendition this many pixels wide, for a thumbnail at display size (absent: the original)', examples: [256] }))
-}, { additionalProperties: false })
+  w: Type.Optional(Type.Unsafe<RenditionWidth>({ type: 'integer', enum: [...RENDITION_WIDTHS], description: 'a WebP rendition this many pixels wide, for a thumbnail at display size (absent: the original)', examples: [256] })),
+  v: Type.Optional(Type.String({ maxLength: 100, description: 'ignored: a version a client adds so that its cache never serves an earlier image (the web app sends the product\'s `updatedAt`)' }))
+// Other parameters are ignored, as they were before `w`: cache-busting ones included.
+})
 
 /** The image upload's body, for the OpenAPI document (the route reads the parts itself). */
 export const ImageUploadBody = {
