@@ -111,7 +111,7 @@ t.test('every operation has a stable, unique camelCase operationId', async (t) =
     'DELETE /api/security/passkeys/{id}': 'deletePasskey',
     'GET /api/security/sessions': 'listSessions',
     'DELETE /api/security/sessions/{id}': 'endSession',
-    'POST /api/security/sessions/end-others': 'endOtherSessions',
+    'DELETE /api/security/sessions': 'endOtherSessions',
     'DELETE /api/admin/products/{id}': 'adminDeleteProduct'
   })
   const values = Object.values(ids)
@@ -502,12 +502,12 @@ t.test('each route answers every status it documents, and documents every status
       500: () => failing(app.identity.sessions, 'endOwn', () => app.inject({ method: 'DELETE', url: `/api/security/sessions/${other.sid}`, headers: me.auth })),
       503: () => down.inject({ method: 'DELETE', url: `/api/security/sessions/${me.sid}`, headers: me.auth })
     },
-    'POST /api/security/sessions/end-others': {
-      200: async () => { const s = await verifiedUser(app); return await app.inject({ method: 'POST', url: '/api/security/sessions/end-others', headers: s.auth }) },
-      401: () => app.inject({ method: 'POST', url: '/api/security/sessions/end-others' }),
-      403: () => app.inject({ method: 'POST', url: '/api/security/sessions/end-others', headers: evil(me) }),
-      500: () => failing(app.identity.sessions, 'endOthers', () => app.inject({ method: 'POST', url: '/api/security/sessions/end-others', headers: me.auth })),
-      503: () => down.inject({ method: 'POST', url: '/api/security/sessions/end-others', headers: me.auth })
+    'DELETE /api/security/sessions': {
+      200: async () => { const s = await verifiedUser(app); return await app.inject({ method: 'DELETE', url: '/api/security/sessions', headers: s.auth }) },
+      401: () => app.inject({ method: 'DELETE', url: '/api/security/sessions' }),
+      403: () => app.inject({ method: 'DELETE', url: '/api/security/sessions', headers: evil(me) }),
+      500: () => failing(app.identity.sessions, 'endOthers', () => app.inject({ method: 'DELETE', url: '/api/security/sessions', headers: me.auth })),
+      503: () => down.inject({ method: 'DELETE', url: '/api/security/sessions', headers: me.auth })
     },
     'POST /api/auth/refresh-token': {
       200: async () => { const s = await verifiedUser(app); return await app.inject({ method: 'POST', url: '/api/auth/refresh-token', payload: { refreshToken: s.refreshToken } }) },

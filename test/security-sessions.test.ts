@@ -76,22 +76,22 @@ t.test('sign out everywhere else: every session but this one ends', async (t) =>
   const user = await registerAndLogin(app)
   const devices = [await signIn(user, PHONE, '203.0.113.7'), await signIn(user, LAPTOP, '198.51.100.4')]
   const stranger = await registerAndLogin(app)
-  const res = await other.inject({ method: 'POST', url: '/api/security/sessions/end-others', headers: user.auth })
+  const res = await other.inject({ method: 'DELETE', url: '/api/security/sessions', headers: user.auth })
   t.equal(res.statusCode, 200)
   t.same(res.json(), { ended: 2 })
   for (const device of devices) assertProblem(t, await app.inject({ url: '/api/user/' + user.id, headers: device.auth }), 401, 'UNAUTHORIZED')
   t.equal((await app.inject({ url: '/api/user/' + user.id, headers: user.auth })).statusCode, 200, 'this one stays')
   t.equal((await app.inject({ url: '/api/user/' + stranger.id, headers: stranger.auth })).statusCode, 200, 'another account\'s stays')
-  t.same((await app.inject({ method: 'POST', url: '/api/security/sessions/end-others', headers: user.auth })).json(), { ended: 0 }, 'none left to end')
+  t.same((await app.inject({ method: 'DELETE', url: '/api/security/sessions', headers: user.auth })).json(), { ended: 0 }, 'none left to end')
 })
 
 t.test('a cookie session ends others only from the service\'s own origin', async (t) => {
   const page = await browser(app)
   const phone = await signIn(page, PHONE, '203.0.113.7')
   const cookies = { [ACCESS]: page.access }
-  assertProblem(t, await app.inject({ method: 'POST', url: '/api/security/sessions/end-others', cookies, headers: { host: 'localhost', origin: 'https://elsewhere.example' } }), 403, 'CSRF_REJECTED')
+  assertProblem(t, await app.inject({ method: 'DELETE', url: '/api/security/sessions', cookies, headers: { host: 'localhost', origin: 'https://elsewhere.example' } }), 403, 'CSRF_REJECTED')
   t.equal((await app.inject({ url: '/api/user/' + page.id, headers: phone.auth })).statusCode, 200, 'nothing was ended')
-  const res = await app.inject({ method: 'POST', url: '/api/security/sessions/end-others', cookies, headers: { host: 'localhost', origin: SELF } })
+  const res = await app.inject({ method: 'DELETE', url: '/api/security/sessions', cookies, headers: { host: 'localhost', origin: SELF } })
   t.same([res.statusCode, res.json()], [200, { ended: 1 }], 'from its own page it does')
   assertProblem(t, await app.inject({ url: '/api/user/' + page.id, headers: phone.auth }), 401, 'UNAUTHORIZED')
 })

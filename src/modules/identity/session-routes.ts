@@ -71,11 +71,12 @@ export const sessionRoutes: FastifyPluginAsyncTypebox = async (parent) => {
     return await reply.code(204).send(null)
   })
 
-  app.post('/sessions/end-others', {
+  // The collection, not a path under it: `/sessions/<word>` would be `/sessions/{id}`'s too.
+  app.delete('/sessions', {
     schema: {
       operationId: 'endOtherSessions',
       tags: ['security'],
-      summary: 'Sign out everywhere else: end every session of yours but this one',
+      summary: 'Sign out everywhere else: end every session of yours but this one (a logout ends this one)',
       description: 'For a lost device, or after turning on a second factor: sessions signed in before it keep refreshing until ended.',
       security: sessionAuth,
       response: { 200: json(EndedSessions), ...problems(401, 403) }
