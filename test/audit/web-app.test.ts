@@ -1,0 +1,86 @@
+/**
+ * The web app audited as its users' tools see it (`npm run test:audit`, in CI after the
+ * suite): Lighthouse (the npm package, phone profile with its simulated slow network and CPU)
+ * and axe-core, in Debian's Chromium, on the pages a visitor meets at an address of their
+ * own: signed out, and the catalogue signed in, with products that have images. Wanted:
+ * accessibility and best practices 100, performance at least 95, no axe violation. The
+ * reports are kept (HTML and JSON, under the OS temp dir, printed) for a person to read.
+ */
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises'
+import { createRequire } from 'node:module'
+import { tmpdir } from 'node:os'
+import path from 'node:path'
+import lighthouse from 'lighthouse'
+import { chromium, type Page } from 'playwright-core'
+import sharp from 'sharp'
+import t, { type Test } from 'tap'
+import { build, registerAndLogin } from '../helpers/build.js'
+import { CHROMIUM, chromiumAvailable, freePort } from '../helpers/chromium.js'
+
+if (!chromiumAvailable(t)) process.exit(0)
+
+const AXE = createRequire(import.meta.url).resolve('axe-core/axe.min.js')
+const reports = path.join(tmpdir(), `web-app-audit-${process.pid}`)
+await mkdir(reports, { recursive: true })
+t.comment(`Lighthouse reports: ${reports}`)
+
+const app = await build(t)
+const base = await app.listen({ host: '127.0.0.1', port: 0 })
+const seller = await registerAndLogin(app)
+for (let i = 0; i < 6; i++) {
+  const id = (await app.inject({ method: 'POST', url: '/api/product', headers: seller.auth, payload: { title: `Desk lamp ${i}`, description: 'Warm light', amount: 2599 + i } })).json().id
+  const image = await sharp({ create: { width: 1600, height: 1200, channels: 3, background: { r: 30 * i, g: 120, b: 200 } } }).jpeg().toBuffer()
+  const form = new FormData()
+  form.append('image', new Blob([image]), 'lamp.jpg')
+  await fetch(`${base}/api/product/${id}/image`, { method: 'POST', headers: seller.auth, body: form })
+}
+
+// One Chromium for Playwright (to sign in) and Lighthouse (over its DevTools port), sharing
+// the default context's cookies; Lighthouse keeps them (`disableStorageReset`).
+const port = await freePort()
+const profile = await mkdtemp(path.join(tmpdir(), 'audit-profile-'))
+const ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync', `--remote-debugging-port=${port}`]
+const browser = await chromium.launchPersistentContext(profile, { executablePath: CHROMIUM, args: ARGS, headless: true, baseURL: base })
+t.teardown(async () => { await browser.close(); await rm(profile, { recursive: true, force: true }) })
+
+async function audit (t: Test, name: string, url: string, ready: (page: Page) => Promise<void>): Promise<void> {
+  const page = await browser.newPage()
+  await page.goto(url)
+  await ready(page)
+  await page.evaluate(await import('node:fs/promises').then(async (fs) => await fs.readFile(AXE, 'utf8')))
+  const violations = await page.evaluate(async () => (await (globalThis as any).axe.run()).violations.map((v: any) => `${v.id}: ${v.help} (${v.nodes.length})`))
+  t.same(violations, [], `${name}: no axe violation`)
+  await page.close()
+
+  const result = await lighthouse(base + url, { port, output: ['html', 'json'], logLevel: 'error', disableStorageReset: true, onlyCategories: ['performance', 'accessibility', 'best-practices'] })
+  const lhr = result!.lhr
+  const file = path.join(reports, name.replace(/[^A-Za-z0-9]+/g, '-'))
+  await writeFile(`${file}.html`, (result!.report as string[])[0]!)
+  await writeFile(`${file}.json`, (result!.report as string[])[1]!)
+  const score = (id: string): number => Math.round((lhr.categories[id]?.score ?? 0) * 100)
+  const failing = (id: string): string[] => (lhr.categories[id]?.auditRefs ?? [])
+    .filter((ref) => ref.weight > 0 && (lhr.audits[ref.id]?.score ?? 1) < 1).map((ref) => ref.id)
+  t.comment(`${name}: performance ${score('performance')}, accessibility ${score('accessibility')}, best practices ${score('best-practices')} (${file}.html)`)
+  t.equal(score('accessibility'), 100, `${name}: accessibility 100 ${failing('accessibility').join(', ')}`)
+  t.equal(score('best-practices'), 100, `${name}: best practices 100 ${failing('best-practices').join(', ')}`)
+  t.ok(score('performance') >= 95, `${name}: performance ${score('performance')} >= 95 (LCP ${lhr.audits['largest-contentful-paint']?.displayValue}, TBT ${lhr.audits['total-blocking-time']?.displayValue})`)
+}
+
+t.test('signed out', async (t) => {
+  await audit(t, 'signed out', '/', async (page) => { await page.locator('#login').waitFor() })
+})
+
+/** A fresh cookie session in the browser: each audit gets its own (Lighthouse loads a page more than once, and a page's refreshes rotate the session). */
+async function signIn (t: Test): Promise<void> {
+  const page = await browser.newPage()
+  await page.goto('/')
+  const login = await page.evaluate(async (body) => (await fetch('/api/auth/login', { method: 'POST', headers: { 'content-type': 'application/json' }, body })).status,
+    JSON.stringify({ username: seller.username, password: seller.password, mode: 'cookie' }))
+  t.equal(login, 200, 'signed in by cookie')
+  await page.close()
+}
+
+t.test('signed in: the catalogue', async (t) => {
+  await signIn(t)
+  await audit(t, 'catalogue', '/', async (page) => { await page.locator('#products:not([hidden])').waitFor() })
+})
