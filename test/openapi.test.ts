@@ -109,6 +109,7 @@ t.test('every operation has a stable, unique camelCase operationId', async (t) =
     'POST /api/security/passkeys': 'registerPasskey',
     'PATCH /api/security/passkeys/{id}': 'renamePasskey',
     'DELETE /api/security/passkeys/{id}': 'deletePasskey',
+    'GET /api/security/activity': 'listSecurityActivity',
     'GET /api/security/sessions': 'listSessions',
     'DELETE /api/security/sessions/{id}': 'endSession',
     'DELETE /api/security/sessions': 'endOtherSessions',
@@ -486,6 +487,12 @@ t.test('each route answers every status it documents, and documents every status
       404: () => app.inject({ method: 'DELETE', url: `/api/security/passkeys/${keyId}`, headers: me.auth }),
       500: () => failing(app.identity.factors, 'deletePasskey', () => app.inject({ method: 'DELETE', url: `/api/security/passkeys/${keyId}`, headers: me.auth })),
       503: () => down.inject({ method: 'DELETE', url: `/api/security/passkeys/${keyId}`, headers: me.auth })
+    },
+    'GET /api/security/activity': {
+      200: () => app.inject({ url: '/api/security/activity', headers: me.auth }),
+      401: () => app.inject({ url: '/api/security/activity' }),
+      500: () => failing(app.identity.activity, 'list', () => app.inject({ url: '/api/security/activity', headers: me.auth })),
+      503: () => down.inject({ url: '/api/security/activity', headers: me.auth })
     },
     'GET /api/security/sessions': {
       200: () => app.inject({ url: '/api/security/sessions', headers: me.auth }),

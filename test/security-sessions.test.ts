@@ -95,3 +95,36 @@ t.test('a cookie session ends others only from the service\'s own origin', async
   t.same([res.statusCode, res.json()], [200, { ended: 1 }], 'from its own page it does')
   assertProblem(t, await app.inject({ url: '/api/user/' + page.id, headers: phone.auth }), 401, 'UNAUTHORIZED')
 })
+
+t.test('the account\'s activity: sign-ins, wrong passwords, a new password, sessions ended; newest first, bounded', async (t) => {
+  const user = await registerAndLogin(app)
+  const wrong = await app.inject({ method: 'POST', url: '/api/auth/login', headers: { 'user-agent': PHONE }, remoteAddress: '203.0.113.9', payload: { username: user.username, password: 'not the password' } })
+  t.equal(wrong.statusCode, 401)
+  const phone = await signIn(user, PHONE, '203.0.113.7')
+  const changed = await app.inject({ method: 'PATCH', url: `/api/user/${user.id}`, headers: { ...phone.auth, 'user-agent': PHONE }, remoteAddress: '203.0.113.7', payload: { password: 'a brand new password', currentPassword: user.password } })
+  t.equal(changed.statusCode, 200)
+  const renewed = { authorization: `Bearer ${changed.json().token as string}` }
+  const laptop = await signIn({ username: user.username, password: 'a brand new password' }, LAPTOP, '198.51.100.4')
+  t.equal((await app.inject({ method: 'DELETE', url: '/api/security/sessions', headers: { ...laptop.auth, 'user-agent': LAPTOP }, remoteAddress: '198.51.100.4' })).statusCode, 200)
+
+  const res = await app.inject({ url: '/api/security/activity', headers: laptop.auth })
+  t.equal(res.statusCode, 200)
+  t.equal(res.headers['cache-control'], 'no-store')
+  const items = res.json().items as Array<Record<string, unknown>>
+  t.same(items.map((e) => e.kind), ['other-sessions-ended', 'sign-in', 'password-changed', 'sign-in', 'sign-in-failed', 'sign-in'], 'newest first')
+  t.match(items[4], { kind: 'sign-in-failed', ip: '203.0.113.9', browser: 'Safari 17', os: 'iOS 17.4', createdAt: String }, 'the wrong password, from where')
+  t.match(items[3], { kind: 'sign-in', detail: 'password', ip: '203.0.113.7' })
+  t.match(items[0], { kind: 'other-sessions-ended', ip: '198.51.100.4', browser: 'Chrome 156' })
+  assertProblem(t, await app.inject({ url: '/api/user/' + user.id, headers: renewed }), 401, 'UNAUTHORIZED')
+
+  const stranger = await registerAndLogin(app)
+  t.same((await app.inject({ url: '/api/security/activity', headers: stranger.auth })).json().items.map((e: { kind: string }) => e.kind), ['sign-in'], 'another account sees its own')
+  assertProblem(t, await app.inject({ url: '/api/security/activity' }), 401, 'UNAUTHORIZED')
+
+  for (let i = 0; i < 60; i++) await app.identity.activity.record(stranger.id, 'sign-in-failed', { userAgent: null, ip: `192.0.2.${i}` })
+  const bounded = (await app.inject({ url: '/api/security/activity', headers: stranger.auth })).json().items as Array<{ ip: string }>
+  t.equal(bounded.length, 50, 'the newest 50 kept')
+  t.equal(bounded[0]!.ip, '192.0.2.59', 'the newest first')
+  const stored = await app.inject({ url: '/api/security/activity', headers: laptop.auth })
+  t.equal(stored.json().items.length, 6, 'each account\'s bound is its own')
+})

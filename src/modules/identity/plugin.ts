@@ -21,6 +21,7 @@ import { deliverSession, sessionCookies, type SessionCookies } from './cookies.j
 import { originCheck as createOriginCheck, type OriginCheck } from './csrf.js'
 import { factorsRepository } from './factors-repository.js'
 import { CHALLENGES_PER_CLIENT, factorsService, type FactorsService } from './factors.js'
+import { securityActivity, type SecurityActivity } from './activity.js'
 import { sessionsRepository } from './repository.js'
 import { deviceOf, sessionsService, type IssuedSession, type SessionsService, type SignInMethod } from './sessions.js'
 import { passwordChecks, type PasswordChecks } from './sign-in.js'
@@ -32,6 +33,8 @@ export interface Identity extends PasswordChecks {
   /** The CSRF check of browser requests (csrf.ts). */
   originCheck: OriginCheck
   sessions: SessionsService
+  /** The account's security activity (activity.ts). */
+  activity: SecurityActivity
   cookies: SessionCookies
   factors: FactorsService
   /** Hands a new session to the client in `mode`: tokens in the body, or cookies. */
@@ -79,8 +82,9 @@ async function identity (app: FastifyInstance, options: IdentityOptions): Promis
   // one of bcrypt-costing requests per client; in Redis when configured.
   const guesses = accountLimiter(limits, attemptStore(app.redis, 'guesses'))
   const authBudget = createAuthBudget({ ...limits, store: attemptStore(app.redis, 'auth') })
-  const passwords = passwordChecks({ users: app.usersRepository, passwords: app.passwords, guesses, authBudget, requireVerifiedEmail: auth.requireVerifiedEmail })
-  const sessions = sessionsService({ sessions: sessionRows, jwt: app.jwt, refreshTtlMs: auth.refreshTokenTtlMs })
+  const activity = securityActivity(app.prisma)
+  const passwords = passwordChecks({ users: app.usersRepository, passwords: app.passwords, guesses, authBudget, requireVerifiedEmail: auth.requireVerifiedEmail, activity })
+  const sessions = sessionsService({ sessions: sessionRows, jwt: app.jwt, refreshTtlMs: auth.refreshTokenTtlMs, activity })
 
   // Challenges and second-step tickets are shared by the replicas through Redis when configured.
   const challengeLimits = { perOwner: CHALLENGES_PER_CLIENT, ...tuning.challenges }
@@ -119,9 +123,10 @@ async function identity (app: FastifyInstance, options: IdentityOptions): Promis
     cookies,
     factors,
     deliver,
+    activity,
     async renew (request, reply, user) {
       const methods: SignInMethod[] = await factors.sessionMethods(request.sessionId!)
-      return deliver(reply, await sessions.start(user, methods, deviceOf(request)), request.authenticatedBy === 'cookie' ? 'cookie' : 'token')
+      return deliver(reply, await sessions.start(user, methods, deviceOf(request), 'password-changed'), request.authenticatedBy === 'cookie' ? 'cookie' : 'token')
     }
   } satisfies Identity)
 }

@@ -11,6 +11,7 @@ import { NotFound } from '../../lib/problem.js'
 import { empty, json, problems, sessionAuth } from '../../lib/responses.js'
 import { Type } from 'typebox'
 import { Timestamp } from '../../lib/schemas.js'
+import { EVENTS_KEPT, type SecurityEventKind } from './activity.js'
 import type { SessionRow } from './repository.js'
 
 const SessionInfo = Type.Object({
@@ -29,6 +30,29 @@ const SessionList = Type.Object({ items: Type.Array(SessionInfo) }, {
   examples: [{ items: [{ id: '6f1c2d3e-4b5a-4c7d-8e9f-0a1b2c3d4e5f', current: true, createdAt: '2026-11-28T09:00:00.000Z', lastUsedAt: '2026-11-28T09:45:00.000Z', expiresAt: '2026-12-28T09:45:00.000Z', methods: ['password', 'totp'], userAgent: 'Mozilla/5.0 (iPhone; CPU iPhone OS 17_4 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.4 Mobile/15E148 Safari/604.1', browser: 'Safari 17', os: 'iOS 17.4', ip: '203.0.113.7' }] }]
 })
 const SessionParams = Type.Object({ id: Type.String({ pattern: '^[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}$', description: 'the session\'s `id` (a UUID), as GET /api/security/sessions lists it' }) }, { additionalProperties: false })
+const Activity = Type.Object({
+  items: Type.Array(Type.Object({
+    kind: Type.String({ description: '`sign-in`, `sign-in-failed` (a wrong password), `password-changed`, `totp-enabled`, `totp-disabled`, `recovery-codes-replaced`, `passkey-added`, `passkey-removed`, `session-ended`, `other-sessions-ended`' }),
+    detail: Type.Union([Type.String(), Type.Null()], { description: 'a sign-in\'s methods (`password+totp`)' }),
+    createdAt: Timestamp,
+    ip: Type.Union([Type.String(), Type.Null()]),
+    userAgent: Type.Union([Type.String(), Type.Null()]),
+    browser: Type.Union([Type.String(), Type.Null()]),
+    os: Type.Union([Type.String(), Type.Null()])
+  }))
+}, { examples: [{ items: [{ kind: 'sign-in', detail: 'password+totp', createdAt: '2026-11-28T09:00:00.000Z', ip: '203.0.113.7', userAgent: 'Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/156.0.0.0 Safari/537.36', browser: 'Chrome 156', os: 'Linux' }, { kind: 'sign-in-failed', detail: null, createdAt: '2026-11-28T08:59:30.000Z', ip: '198.51.100.4', userAgent: 'curl/8.5.0', browser: null, os: null }] }] })
+
+/** The changes of the security subtree that are events of the account's activity, by operationId. */
+export const ACTIVITY_OF: Record<string, SecurityEventKind> = {
+  confirmTotp: 'totp-enabled',
+  disableTotp: 'totp-disabled',
+  regenerateRecoveryCodes: 'recovery-codes-replaced',
+  registerPasskey: 'passkey-added',
+  deletePasskey: 'passkey-removed',
+  endSession: 'session-ended',
+  endOtherSessions: 'other-sessions-ended'
+}
+
 const EndedSessions = Type.Object({ ended: Type.Integer({ description: 'how many sessions were ended' }) }, { examples: [{ ended: 2 }] })
 
 /** "Chrome 156" and "iOS 17.4" from a User-Agent header; null where it says nothing known. */
@@ -55,6 +79,17 @@ export const sessionRoutes: FastifyPluginAsyncTypebox = async (parent) => {
       response: { 200: json(SessionList), ...problems(401) }
     }
   }, async (request) => ({ items: (await sessions.list(request.currentUser!.id)).map((row) => present(row, request.sessionId!)) }))
+
+  app.get('/activity', {
+    schema: {
+      operationId: 'listSecurityActivity',
+      tags: ['security'],
+      summary: 'Your account\'s recent security activity: sign-ins, wrong passwords, factor, password and session changes',
+      description: `Newest first, the last ${EVENTS_KEPT} events of the account, each with when, the address and the device it came from.`,
+      security: sessionAuth,
+      response: { 200: json(Activity), ...problems(401) }
+    }
+  }, async (request) => ({ items: (await app.identity.activity.list(request.currentUser!.id)).map((row) => ({ ...row, ...describe(row.userAgent) })) }))
 
   app.delete('/sessions/:id', {
     schema: {

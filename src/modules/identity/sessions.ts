@@ -9,6 +9,7 @@
 import createError from '@fastify/error'
 import type { JWT } from '@fastify/jwt'
 import { Unauthorized } from '../../lib/problem.js'
+import type { SecurityActivity } from './activity.js'
 import type { Device, SessionsRepository } from './repository.js'
 import { hashRefreshToken, isRefreshTokenShaped, newRefreshToken } from './tokens.js'
 
@@ -45,6 +46,8 @@ export interface SessionsServiceDependencies {
   jwt: Pick<JWT, 'sign' | 'decode'>
   /** Lifetime of a refresh token, in ms. */
   refreshTtlMs: number
+  /** The account's security activity: a session started is a sign-in, or the one a new password hands out. */
+  activity: Pick<SecurityActivity, 'record'>
 }
 
 const REFUSALS = {
@@ -63,13 +66,14 @@ export function sessionsService (options: SessionsServiceDependencies) {
   }
 
   return {
-    /** A new session for a user who has just signed in with `methods`, from `device`. */
-    async start (user: { id: number, tokenVersion: number }, methods: SignInMethod[], device: Device): Promise<IssuedSession> {
+    /** A new session for a user who has just signed in with `methods` (or changed their password: `kind`), from `device`. */
+    async start (user: { id: number, tokenVersion: number }, methods: SignInMethod[], device: Device, kind: 'sign-in' | 'password-changed' = 'sign-in'): Promise<IssuedSession> {
       const refresh = newRefreshToken()
       const expiresAt = new Date(Date.now() + options.refreshTtlMs)
       const sessionId = await sessions.create(user, refresh.hash, expiresAt, methods, device)
       // The account was deleted while its password was being checked.
       if (sessionId === undefined) throw new Unauthorized('The user no longer exists')
+      await options.activity.record(user.id, kind, device, kind === 'sign-in' ? methods.join('+') : null)
       return await issue(sessionId, user, refresh, expiresAt)
     },
 

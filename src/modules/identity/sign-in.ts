@@ -12,6 +12,8 @@ import { BadRequest, NotFound, Unauthorized } from '../../lib/problem.js'
 import { MAX_PASSWORD_BYTES, type PasswordHasher } from '../../plugins/password.js'
 import type { UsersRepository } from '../users/index.js'
 import { accountKey, type AccountLimiter, type AuthBudget } from './budgets.js'
+import type { SecurityActivity } from './activity.js'
+import { deviceOf } from './sessions.js'
 
 /** A wrong current password on a change of the account: 403 (the token is fine; 401 would tell clients to drop it). */
 const WrongPassword = createError('WRONG_PASSWORD', 'The current password is wrong', 403)
@@ -30,9 +32,11 @@ export interface PasswordChecksDependencies {
   authBudget: AuthBudget
   /** REQUIRE_VERIFIED_EMAIL. */
   requireVerifiedEmail: boolean
+  /** The account's security activity: a wrong password at login is an event of the account. */
+  activity: Pick<SecurityActivity, 'record'>
 }
 
-export function passwordChecks ({ users, passwords, guesses, authBudget, requireVerifiedEmail }: PasswordChecksDependencies) {
+export function passwordChecks ({ users, passwords, guesses, authBudget, requireVerifiedEmail, activity }: PasswordChecksDependencies) {
   /** bcrypt's verdict, or the time of one spent on nothing when there is no hash to compare or the password is longer than bcrypt reads. */
   async function verify (password: string, passwordHash: string | undefined): Promise<boolean> {
     return passwordHash === undefined || Buffer.byteLength(password, 'utf8') > MAX_PASSWORD_BYTES
@@ -59,6 +63,7 @@ export function passwordChecks ({ users, passwords, guesses, authBudget, require
       const reservation = await guesses.reserve(accountKey(account), reply)
       const { credentials } = account
       const valid = await verify(password, credentials?.passwordHash)
+      if (!valid && credentials !== null) await activity.record(credentials.id, 'sign-in-failed', deviceOf(reply.request))
       if (!valid || credentials === null) throw new Unauthorized('The username or password is wrong')
       await guesses.release(reservation)
       // Only after the password: the answer tells nothing about an account to someone without it.
