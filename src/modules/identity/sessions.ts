@@ -19,7 +19,7 @@ const RefreshTokenReused = createError('REFRESH_TOKEN_REUSED', 'This refresh tok
 /** A refresh sooner than REFRESH_MIN_INTERVAL_MS after the session's previous one (or its login); `Retry-After` says when. */
 const RefreshTooSoon = createError<[number]>('RATE_LIMITED', 'This session refreshed too recently; retry in %d s (the refresh token is still valid)', 429)
 
-/** How a session was signed in; a session records every method its sign-in used. */
+/** How a session was signed in, as `sessions.methods` stores it (the API's names: `apiMethods`, factors.ts). */
 export type SignInMethod = 'password' | 'totp' | 'recovery-code' | 'passkey'
 
 export interface IssuedSession {
@@ -27,6 +27,8 @@ export interface IssuedSession {
   userId: number
   accessToken: string
   accessExpiresAt: Date
+  /** The access token's lifetime, s. */
+  accessExpiresIn: number
   refreshToken: string
   refreshExpiresAt: Date
 }
@@ -50,8 +52,8 @@ export function sessionsService (options: SessionsServiceDependencies) {
 
   async function issue (sessionId: string, user: { id: number, tokenVersion: number }, refresh: { token: string }, refreshExpiresAt: Date): Promise<IssuedSession> {
     const accessToken = jwt.sign({ sub: String(user.id), ver: user.tokenVersion, sid: sessionId })
-    const { exp } = jwt.decode<{ exp: number }>(accessToken)!
-    return { sessionId, userId: user.id, accessToken, accessExpiresAt: new Date(exp * 1000), refreshToken: refresh.token, refreshExpiresAt }
+    const { exp, iat } = jwt.decode<{ exp: number, iat: number }>(accessToken)!
+    return { sessionId, userId: user.id, accessToken, accessExpiresAt: new Date(exp * 1000), accessExpiresIn: exp - iat, refreshToken: refresh.token, refreshExpiresAt }
   }
 
   return {
