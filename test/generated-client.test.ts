@@ -89,6 +89,8 @@ export async function run (baseUrl: string, adminKey: string, png: Uint8Array<Ar
   let token: string = login.data.token
   let refreshToken: string = login.data.refreshToken
   seen.values.tokenType = login.data.tokenType
+  const lifetime: number = login.data.expiresIn
+  seen.values.expiresIn = lifetime
   seen.headers['login json cache-control'] = login.response.headers.get('cache-control')
   const bearer = (): { authorization: string } => ({ authorization: 'Bearer ' + token })
 
@@ -208,6 +210,28 @@ export async function run (baseUrl: string, adminKey: string, png: Uint8Array<Ar
   note('login second step', stepOne.response)
   if (stepOne.data === undefined || !('mfaToken' in stepOne.data)) fail('login second step', stepOne.response.status)
   seen.values.methods = stepOne.data.methods.join(',')
+  const stepLifetime: number = stepOne.data.expiresIn
+  seen.values.stepExpiresIn = stepLifetime
+  // The passkey routes' bodies, typed from the document: an assertion to no challenge of
+  // this service is refused, and so is a registration.
+  const assertion: paths['/api/auth/passkey/login']['post']['requestBody']['content']['application/json']['response'] = {
+    id: 'pQ1yX4m2yZk8rT1sW6nB9w',
+    rawId: 'pQ1yX4m2yZk8rT1sW6nB9w',
+    type: 'public-key',
+    response: { clientDataJSON: 'eyJ0eXBlIjoid2ViYXV0aG4uZ2V0IiwiY2hhbGxlbmdlIjoiYzNSeVlYayJ9', authenticatorData: 'SZYN5YgOjGh0NBcPZHZgW4_krrmihjLHmVzzuoMdl2MFAAAAAQ', signature: 'MEUCIQDx7kq2Yb9fR3nU0sLw8ZpV4cT' },
+    clientExtensionResults: {}
+  }
+  const otherStep = await api.POST('/api/auth/login', { body: { username, password } })
+  if (otherStep.data === undefined || !('mfaToken' in otherStep.data)) fail('login second step', otherStep.response.status)
+  const stepOptions = await api.POST('/api/auth/mfa/passkey/options', { body: { mfaToken: otherStep.data.mfaToken } })
+  note('secondStepPasskeyOptions', stepOptions.response)
+  seen.values.stepChallenge = typeof stepOptions.data?.challenge
+  const stepPasskey = await api.POST('/api/auth/mfa/passkey', { body: { mfaToken: otherStep.data.mfaToken, response: assertion } })
+  note('completeLoginWithPasskey', stepPasskey.response)
+  seen.values.stepPasskeyCode = stepPasskey.error?.code ?? null
+  const passkeyLogin = await api.POST('/api/auth/passkey/login', { body: { response: assertion, mode: 'token' } })
+  note('passkeySignIn', passkeyLogin.response)
+  seen.values.passkeyLoginCode = passkeyLogin.error?.code ?? null
   const stepTwo = await api.POST('/api/auth/mfa/totp', { body: { mfaToken: stepOne.data.mfaToken, recoveryCode: recoveryCodes[0] ?? '' } })
   note('completeLoginWithCode', stepTwo.response)
   if (stepTwo.data === undefined || stepTwo.data.mode !== 'token') fail('completeLoginWithCode', stepTwo.response.status)
@@ -219,13 +243,33 @@ export async function run (baseUrl: string, adminKey: string, png: Uint8Array<Ar
   const fresh = await api.POST('/api/security/recovery-codes', { body: { currentPassword: password }, headers: bearer() })
   note('regenerateRecoveryCodes', fresh.response)
   seen.values.freshCodes = fresh.data?.recoveryCodes.length ?? null
-  const keyOptions = await api.POST('/api/security/passkey-options', { body: { currentPassword: password }, headers: bearer() })
+  const keyOptions = await api.POST('/api/security/passkeys/options', { body: { currentPassword: password }, headers: bearer() })
   note('passkeyRegistrationOptions', keyOptions.response)
   seen.values.rpId = keyOptions.data?.rp.id ?? null
+  const formerOptions = await api.POST('/api/security/passkey-options', { body: { currentPassword: password }, headers: bearer() })
+  note('passkeyRegistrationOptionsDeprecated', formerOptions.response)
+  seen.values.formerRpId = formerOptions.data?.rp.id ?? null
+  seen.headers['passkeyRegistrationOptionsDeprecated deprecation'] = formerOptions.response.headers.get('deprecation')
+  const registration = await api.POST('/api/security/passkeys', {
+    body: {
+      response: {
+        id: 'pQ1yX4m2yZk8rT1sW6nB9w',
+        rawId: 'pQ1yX4m2yZk8rT1sW6nB9w',
+        type: 'public-key',
+        response: { clientDataJSON: 'eyJ0eXBlIjoid2ViYXV0aG4uY3JlYXRlIiwiY2hhbGxlbmdlIjoiYzNSeVlYayJ9', attestationObject: 'o2NmbXRkbm9uZQ', transports: ['internal'] },
+        clientExtensionResults: {}
+      },
+      name: 'Laptop',
+      currentPassword: password
+    },
+    headers: bearer()
+  })
+  note('registerPasskey', registration.response)
+  seen.values.registrationCode = registration.error?.code ?? null
   const signInOptions = await api.POST('/api/auth/passkey/options')
   note('passkeySignInOptions', signInOptions.response)
   seen.values.userVerification = signInOptions.data?.userVerification ?? null
-  const off = await api.POST('/api/security/totp/disable', { body: { password }, headers: bearer() })
+  const off = await api.POST('/api/security/totp/disable', { body: { currentPassword: password }, headers: bearer() })
   note('disableTotp', off.response)
 
   const admin = { authorization: 'Bearer ' + adminKey }
@@ -345,6 +389,11 @@ t.test('a client generated from /docs/json type-checks under strict and runs eve
     getSecurity: 200,
     regenerateRecoveryCodes: 200,
     passkeyRegistrationOptions: 200,
+    passkeyRegistrationOptionsDeprecated: 200,
+    registerPasskey: 400,
+    secondStepPasskeyOptions: 200,
+    completeLoginWithPasskey: 401,
+    passkeySignIn: 401,
     passkeySignInOptions: 200,
     disableTotp: 204,
     adminListUsers: 200,
@@ -380,8 +429,15 @@ t.test('a client generated from /docs/json type-checks under strict and runs eve
     goneCode: 'NOT_FOUND',
     adminSees: true,
     wrongCode: 'WRONG_PASSWORD',
-    methods: 'totp,recovery-code',
-    sessionMethods: 'password,recovery-code',
+    expiresIn: 900,
+    stepExpiresIn: 300,
+    methods: 'totp,recoveryCode,recovery-code',
+    sessionMethods: 'password,recoveryCode,recovery-code',
+    stepChallenge: 'string',
+    stepPasskeyCode: 'PASSKEY_REFUSED',
+    passkeyLoginCode: 'PASSKEY_REFUSED',
+    formerRpId: 'localhost',
+    registrationCode: 'PASSKEY_NOT_REGISTERED',
     recoveryCodesLeft: 9,
     freshCodes: 10,
     rpId: 'localhost',
@@ -398,6 +454,7 @@ t.test('a client generated from /docs/json type-checks under strict and runs eve
   t.match(seen.headers['getProductImage etag'], /^"/)
   t.match(seen.headers['logout cookie set-cookie'], /Max-Age=0/i)
   t.equal(seen.headers['logout after delete www-authenticate'], 'Bearer')
+  t.equal(seen.headers['passkeyRegistrationOptionsDeprecated deprecation'], '@1795824000', 'the former URL says it is deprecated')
 
   // Outside the document: a known path with a method it lacks.
   const put = await fetch(`${baseUrl}/api/user/1`, { method: 'PUT' })
