@@ -4,7 +4,7 @@
  * the OpenAPI document and answering with `Deprecation` (RFC 9745), `Sunset` (RFC 8594) and
  * `Link: <successor>; rel="successor-version"` (RFC 5829).
  */
-import type { FastifyInstance, FastifyReply, FastifyRequest, RouteOptions } from 'fastify'
+import type { FastifyInstance, onSendHookHandler, RouteHandlerMethod, RouteShorthandOptions } from 'fastify'
 import { header } from './responses.js'
 
 /** When the old names were deprecated, and the day they stop working. */
@@ -35,36 +35,41 @@ export function deprecatedNote (successor: string): string {
 }
 
 type Schema = { operationId?: string, summary?: string, description?: string, response?: Record<string, { headers?: Record<string, unknown> }> }
-type OnSend = (request: FastifyRequest, reply: FastifyReply, payload: unknown) => Promise<unknown>
+type Options = RouteShorthandOptions & { schema?: Schema }
 
 /**
- * Registers `route` at its URL and again at `oldUrl` (both under the scope's prefix): the
- * same handler, hooks and schema; the old one with its own operationId (`<id>Deprecated`),
- * `deprecated: true`, the deprecation headers on every answer (errors too) and documented
- * on its successes.
+ * `deprecatedAlias(app, oldUrl).post(url, options, handler)` registers the route as
+ * `app.post` would, and again at `oldUrl` (both under the scope's prefix): the same handler,
+ * hooks and schema; the old one with its own operationId (`<id>Deprecated`),
+ * `deprecated: true`, the deprecation headers on every answer (errors too) and documented on
+ * its successes.
  */
-export function routeWithAlias (app: FastifyInstance, route: RouteOptions, oldUrl: string): void {
-  app.route(route)
-  const successor = `${[route.method].flat().join(', ')} ${app.prefix}${route.url}`
-  const schema = (route.schema ?? {}) as Schema
-  const response = Object.fromEntries(Object.entries(schema.response ?? {}).map(([status, answer]) =>
-    [status, Number(status) < 300 ? { ...answer, headers: { ...answer.headers, ...DOCUMENTED_HEADERS } } : answer]))
-  const headers = deprecationHeaders(`${app.prefix}${route.url}`)
-  const announce: OnSend = async (_request, reply, payload) => {
-    reply.headers(headers)
-    return payload
+export function deprecatedAlias<App extends FastifyInstance> (app: App, oldUrl: string): Pick<App, 'post'> {
+  const post = (url: string, options: Options, handler: RouteHandlerMethod) => {
+    app.post(url, options, handler)
+    const successor = `POST ${app.prefix}${url}`
+    const schema = options.schema ?? {}
+    const response = Object.fromEntries(Object.entries(schema.response ?? {}).map(([status, answer]) =>
+      [status, Number(status) < 300 ? { ...answer, headers: { ...answer.headers, ...DOCUMENTED_HEADERS } } : answer]))
+    const headers = deprecationHeaders(`${app.prefix}${url}`)
+    const announce: onSendHookHandler = async (_request, reply, payload) => {
+      reply.headers(headers)
+      return payload
+    }
+    app.post(oldUrl, {
+      ...options,
+      onSend: [...[options.onSend ?? []].flat(), announce],
+      schema: {
+        ...schema,
+        operationId: `${schema.operationId}Deprecated`,
+        summary: `Deprecated name of ${successor} (removed on ${REMOVED_ON})`,
+        description: `${deprecatedNote(successor)} ${schema.description ?? ''}`.trim(),
+        deprecated: true,
+        response
+      }
+    }, handler)
+    return app
   }
-  app.route({
-    ...route,
-    url: oldUrl,
-    onSend: [...[route.onSend ?? []].flat(), announce] as RouteOptions['onSend'],
-    schema: {
-      ...schema,
-      operationId: `${schema.operationId}Deprecated`,
-      summary: `Deprecated name of ${successor} (removed on ${REMOVED_ON})`,
-      description: `${deprecatedNote(successor)} ${schema.description ?? ''}`.trim(),
-      deprecated: true,
-      response
-    } as RouteOptions['schema']
-  })
+  // The route's types come from the caller's instance (its type provider), as with app.post.
+  return { post: post as unknown as App['post'] }
 }

@@ -6,7 +6,7 @@
  */
 import type { FastifyPluginAsyncTypebox, TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import type { FastifyRequest } from 'fastify'
-import { routeWithAlias } from '../../lib/deprecation.js'
+import { deprecatedAlias } from '../../lib/deprecation.js'
 import { BadRequest } from '../../lib/problem.js'
 import { empty, json, problems, sessionAuth } from '../../lib/responses.js'
 import { CHALLENGE_LIMITS, CREDENTIAL_ID_MAX_BYTES, PASSKEYS_MAX_PER_USER, PUBLIC_KEY_MAX_BYTES } from './factors.js'
@@ -101,9 +101,7 @@ export const securityRoutes: FastifyPluginAsyncTypebox = async (parent) => {
     }
   }, async (request) => await factors.regenerateRecoveryCodes(request.currentUser!))
 
-  routeWithAlias(app, {
-    method: 'POST',
-    url: '/passkeys/options',
+  deprecatedAlias(app, '/passkey-options').post('/passkeys/options', {
     ...adds,
     schema: {
       operationId: 'passkeyRegistrationOptions',
@@ -113,9 +111,8 @@ export const securityRoutes: FastifyPluginAsyncTypebox = async (parent) => {
       security: sessionAuth,
       body: ProofBody,
       response: { 200: json(CreationOptions), ...problems(...PROVED, 409) }
-    },
-    handler: async (request, reply) => await factors.registrationOptions(request.currentUser!, reply)
-  }, '/passkey-options')
+    }
+  }, async (request, reply) => await factors.registrationOptions(request.currentUser!, reply))
 
   app.post('/passkeys', {
     ...adds,
