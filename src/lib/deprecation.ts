@@ -8,13 +8,13 @@ import type { FastifyInstance, onSendHookHandler, RouteHandlerMethod, RouteShort
 import { header } from './responses.js'
 
 /** When the old names were deprecated, and the day they stop working. */
-export const DEPRECATED_ON = '2026-11-28'
-export const REMOVED_ON = '2027-06-01'
+const DEPRECATED_ON = '2026-11-28'
+const REMOVED_ON = '2027-06-01'
 
 const midnight = (day: string) => new Date(`${day}T00:00:00Z`)
 
 /** The headers of every answer to a deprecated URL, `successor` the one to use instead. */
-export function deprecationHeaders (successor: string): Record<string, string> {
+function deprecationHeaders (successor: string): Record<string, string> {
   return {
     deprecation: `@${midnight(DEPRECATED_ON).getTime() / 1000}`,
     sunset: midnight(REMOVED_ON).toUTCString(),
