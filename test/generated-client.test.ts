@@ -1,7 +1,8 @@
 /**
  * A client generated from the live OpenAPI document works as is: types from `/docs/json` by
- * openapi-typescript, a program on openapi-fetch that calls every route, type-checked under
- * `strict` with no cast, then run against the listening service. A document that types an
+ * openapi-typescript, a program on openapi-fetch that calls every operation (checked against
+ * the document), type-checked under `strict` with no cast, then run against the listening
+ * service. A document that types an
  * answer wrongly (an optional token, a body a route does not need marked required, JSON and
  * CSV under one media type) fails the type check; one that types it rightly but whose route
  * answers otherwise fails the run.
@@ -106,20 +107,20 @@ export async function run (baseUrl: string, adminKey: string, png: Uint8Array<Ar
   seen.headers['login form set-cookie'] = cookies
 
   const refreshed = await api.POST('/api/auth/refresh-token', { body: { refreshToken } })
-  note('refresh body', refreshed.response)
-  if (refreshed.data === undefined || refreshed.data.mode !== 'token') fail('refresh body', refreshed.response.status)
+  note('refreshSession body', refreshed.response)
+  if (refreshed.data === undefined || refreshed.data.mode !== 'token') fail('refreshSession body', refreshed.response.status)
   token = refreshed.data.token
   refreshToken = refreshed.data.refreshToken
   const reused = await api.POST('/api/auth/refresh-token', { body: { refreshToken: login.data.refreshToken } })
-  note('refresh reused', reused.response)
+  note('refreshSession reused', reused.response)
   seen.values.reusedCode = reused.error?.code ?? null
   const relogin = await api.POST('/api/auth/login', { body: { identity: username + '@example.com', password, mode: 'token' } })
   if (relogin.data === undefined || !('mode' in relogin.data) || relogin.data.mode !== 'token') fail('login identity', relogin.response.status)
   token = relogin.data.token
 
   const byCookie = await api.POST('/api/auth/refresh-token', { headers: { cookie: cookies, origin: baseUrl } })
-  note('refresh no body', byCookie.response)
-  if (byCookie.data === undefined || byCookie.data.mode !== 'cookie') fail('refresh no body', byCookie.response.status)
+  note('refreshSession no body', byCookie.response)
+  if (byCookie.data === undefined || byCookie.data.mode !== 'cookie') fail('refreshSession no body', byCookie.response.status)
   seen.values.cookieRefreshExpires = byCookie.data.refreshTokenExpiresAt
   const freshCookies = cookieHeader(byCookie.response)
 
@@ -271,10 +272,27 @@ export async function run (baseUrl: string, adminKey: string, png: Uint8Array<Ar
   seen.values.userVerification = signInOptions.data?.userVerification ?? null
   const off = await api.POST('/api/security/totp/disable', { body: { currentPassword: password }, headers: bearer() })
   note('disableTotp', off.response)
+  const noSuchKey = '3f2b8c1e-6d4a-4f7e-9b2c-5a1d0e8f7c6b'
+  const renamedKey = await api.PATCH('/api/security/passkeys/{id}', { params: { path: { id: noSuchKey } }, body: { name: 'Phone' }, headers: bearer() })
+  note('renamePasskey', renamedKey.response)
+  const deletedKey = await api.DELETE('/api/security/passkeys/{id}', { params: { path: { id: noSuchKey } }, headers: bearer() })
+  note('deletePasskey', deletedKey.response)
+  const resent = await api.POST('/api/auth/verify-email/resend', { headers: bearer() })
+  note('resendVerificationEmail', resent.response)
+  const verifiedByLink = await api.POST('/api/auth/verify-email', { body: { token: 'q3Yl3Qp0cS7b0n1Z8M2v3hX9wR4t5y6u7i8o9p0aBcD' } })
+  note('verifyEmail', verifiedByLink.response)
+  seen.values.verifyCode = verifiedByLink.error?.code ?? null
+  const resetAsked = await api.POST('/api/auth/password-reset', { body: { email: username + '@example.com' } })
+  note('requestPasswordReset', resetAsked.response)
+  const resetDone = await api.POST('/api/auth/password-reset/confirm', { body: { token: 'q3Yl3Qp0cS7b0n1Z8M2v3hX9wR4t5y6u7i8o9p0aBcD', password: 'another password' } })
+  note('confirmPasswordReset', resetDone.response)
+  seen.values.resetCode = resetDone.error?.code ?? null
 
   const admin = { authorization: 'Bearer ' + adminKey }
   const users = await api.GET('/api/admin/users', { params: { query: { limit: 100 } }, headers: admin })
   note('adminListUsers', users.response)
+  const factorsReset = await api.DELETE('/api/admin/users/{id}/factors', { params: { path: { id: userId } }, headers: admin })
+  note('adminResetFactors', factorsReset.response)
   seen.values.adminSees = users.data?.items.some((user) => user.id === userId) ?? false
   if (second.data !== undefined) {
     const adminProduct = await api.DELETE('/api/admin/products/{id}', { params: { path: { id: second.data.id } }, headers: admin })
@@ -360,9 +378,9 @@ t.test('a client generated from /docs/json type-checks under strict and runs eve
     'createUser taken': 409,
     'login json': 200,
     'login form': 200,
-    'refresh body': 200,
-    'refresh reused': 401,
-    'refresh no body': 200,
+    'refreshSession body': 200,
+    'refreshSession reused': 401,
+    'refreshSession no body': 200,
     getUser: 200,
     'getUser cookie': 200,
     'getUser other': 403,
@@ -396,6 +414,13 @@ t.test('a client generated from /docs/json type-checks under strict and runs eve
     passkeySignIn: 401,
     passkeySignInOptions: 200,
     disableTotp: 204,
+    renamePasskey: 404,
+    deletePasskey: 404,
+    resendVerificationEmail: 202,
+    verifyEmail: 400,
+    requestPasswordReset: 202,
+    confirmPasswordReset: 400,
+    adminResetFactors: 204,
     adminListUsers: 200,
     adminDeleteProduct: 204,
     adminDeleteUser: 204,
@@ -438,11 +463,16 @@ t.test('a client generated from /docs/json type-checks under strict and runs eve
     passkeyLoginCode: 'PASSKEY_REFUSED',
     formerRpId: 'localhost',
     registrationCode: 'PASSKEY_NOT_REGISTERED',
+    verifyCode: 'VERIFICATION_TOKEN_INVALID',
+    resetCode: 'RESET_TOKEN_INVALID',
     recoveryCodesLeft: 9,
     freshCodes: 10,
     rpId: 'localhost',
     userVerification: 'required'
   })
+  const called = new Set(Object.keys(seen.statuses).map((name) => name.split(' ')[0]))
+  const operations = Object.values(document.paths ?? {}).flatMap((item) => Object.values(item ?? {}).flatMap((operation) => typeof operation === 'object' && operation !== null && 'operationId' in operation ? [String(operation.operationId)] : []))
+  t.same(operations.filter((id) => !called.has(id)), [], 'the program calls every operation of the document')
   const idHeaders = Object.entries(seen.headers).filter(([name]) => name.endsWith(' x-request-id'))
   t.equal(idHeaders.length, Object.keys(seen.statuses).length, 'every answer seen')
   for (const [name, value] of idHeaders) t.ok(value, `${name}`)
