@@ -5,6 +5,8 @@
  *
  * A block sits between `<!-- generated: <kind> [arguments] -->` and `<!-- end -->`:
  * - `routes`: the route table, from the OpenAPI document of the app as the tests build it;
+ * - `request-bodies`: every operation's request body, its examples (one JSON body a line) and its
+ *   fields, from the same document (the schemas' `examples`);
  * - `settings`: the settings table, from the configuration schema (src/config.ts);
  * - `ls <folder>...`: what `ls` shows of those folders (git-ignored entries left out; `folder/*`: its subfolders);
  * - `plugins`: the named plugins of src/ (`fp(fn, { name, dependencies })`) and what each needs;
@@ -32,7 +34,16 @@ function documents (): string[] {
 
 // ---- routes ----
 
-interface Operation { summary?: string, security?: Array<Record<string, unknown>>, responses: Record<string, { content?: Record<string, { examples?: Record<string, { value: { code?: string } }> }> }> }
+interface BodySchema { type?: string, description?: string, deprecated?: boolean, format?: string, enum?: unknown[], anyOf?: BodySchema[], items?: BodySchema, properties?: Record<string, BodySchema>, required?: string[] }
+interface Media { schema?: BodySchema, example?: unknown, examples?: Record<string, { value: unknown }> }
+interface Operation {
+  summary?: string
+  operationId?: string
+  deprecated?: boolean
+  security?: Array<Record<string, unknown>>
+  requestBody?: { required?: boolean, content: Record<string, Media> }
+  responses: Record<string, { content?: Record<string, { examples?: Record<string, { value: { code?: string } }> }> }>
+}
 
 const SCHEMES: Record<string, string> = { bearerAuth: 'JWT', cookieAuth: 'session cookie', adminApiKey: 'admin key' }
 
@@ -66,6 +77,49 @@ async function routesTable (): Promise<string> {
     }
   }
   return rows.join('\n') + '\n'
+}
+
+// ---- request bodies ----
+
+/** A field's type in a word or two: `string`, `"token" or "cookie"`, `object`, `array of string`. */
+function typeOf (schema: BodySchema): string {
+  if (schema.enum !== undefined) return schema.enum.map((v) => JSON.stringify(v)).join(' or ')
+  if (schema.anyOf !== undefined) return [...new Set(schema.anyOf.map(typeOf))].join(' or ')
+  if (schema.type === 'array') return `array of ${schema.items === undefined ? 'values' : typeOf(schema.items)}`
+  if (schema.format === 'binary') return 'a file'
+  return schema.type ?? 'any'
+}
+
+async function requestBodies (): Promise<string> {
+  const doc = await openapiDocument()
+  const out: string[] = []
+  const bodiless: string[] = []
+  for (const [route, operations] of Object.entries(doc.paths)) {
+    for (const [method, op] of Object.entries(operations)) {
+      const name = `${method.toUpperCase()} ${route}`
+      if (op.requestBody === undefined) {
+        if (method === 'post' || method === 'patch') bodiless.push(`\`${name}\``)
+        continue
+      }
+      const types = Object.keys(op.requestBody.content)
+      const [type, media] = Object.entries(op.requestBody.content)[0]!
+      const notes = [`\`${op.operationId}\``, types.map((t) => `\`${t}\``).join(' or '), ...(op.requestBody.required === false ? ['or no body at all'] : [])]
+      out.push(`**${name}** (${notes.join('; ')})${op.deprecated === true ? `: ${op.summary}` : ''}`, '')
+      const examples = media.examples === undefined ? [media.example] : Object.values(media.examples).map((e) => e.value)
+      if (type === 'application/json') out.push('```json', ...examples.map((e) => JSON.stringify(e)), '```', '')
+      const schema = media.schema ?? {}
+      if (schema.description !== undefined) out.push(`${cell(schema.description[0]!.toUpperCase() + schema.description.slice(1))}.`, '')
+      const fields = Object.entries(schema.properties ?? {})
+      for (const [field, property] of fields) {
+        const required = schema.required?.includes(field) === true ? 'required' : 'optional'
+        const deprecated = property.deprecated === true ? ', deprecated' : ''
+        out.push(`- \`${field}\` (${typeOf(property)}, ${required}${deprecated})${property.description === undefined ? '' : `: ${cell(property.description)}`}`)
+      }
+      if (fields.length > 0) out.push('')
+    }
+  }
+  out.push(`With no body: ${bodiless.join(', ')}.`)
+  return out.join('\n') + '\n'
 }
 
 // ---- settings ----
@@ -365,6 +419,7 @@ function figuresTable (): string {
 async function render (kind: string): Promise<string> {
   const [name, ...args] = kind.split(/\s+/)
   if (name === 'routes') return await routesTable()
+  if (name === 'request-bodies') return await requestBodies()
   if (name === 'settings') return await settingsTable()
   if (name === 'imports') return importGraph()
   if (name === 'plugins') return pluginTable()

@@ -17,7 +17,7 @@ t.test('POST /api/auth/login', async (t) => {
     const res = await login({ username: user.username, password: user.password })
     t.equal(res.statusCode, 200)
     const body = res.json()
-    t.match(body, { mode: 'token', tokenType: 'Bearer', expiresIn: '15m', userId: id, refreshToken: /^[A-Za-z0-9_-]{43}$/ })
+    t.match(body, { mode: 'token', tokenType: 'Bearer', expiresIn: 900, userId: id, refreshToken: /^[A-Za-z0-9_-]{43}$/ })
     t.equal(Date.parse(body.expiresAt), payload0(body.token).exp * 1000, 'expiresAt is the token\'s exp')
     t.ok(Date.parse(body.refreshTokenExpiresAt) > Date.now() + 29 * 86_400_000, 'the refresh token lives 30 days by default')
     const [header, payload] = body.token.split('.').slice(0, 2).map((part: string) => JSON.parse(Buffer.from(part, 'base64url').toString()))

@@ -13,7 +13,7 @@ t.test('form login sets the session cookies, and the tokens stay out of the body
   const { res, user } = await formLogin(app)
   t.equal(res.statusCode, 200, res.body)
   const body = res.json()
-  t.match(body, { mode: 'cookie', userId: user.id, expiresIn: '15m' })
+  t.match(body, { mode: 'cookie', userId: user.id, expiresIn: 900 })
   t.notOk(body.token, 'no access token in the body')
   t.notOk(body.refreshToken, 'no refresh token in the body')
   const raw = ([] as string[]).concat(res.headers['set-cookie'] ?? [])

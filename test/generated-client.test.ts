@@ -1,7 +1,8 @@
 /**
  * A client generated from the live OpenAPI document works as is: types from `/docs/json` by
- * openapi-typescript, a program on openapi-fetch that calls every route, type-checked under
- * `strict` with no cast, then run against the listening service. A document that types an
+ * openapi-typescript, a program on openapi-fetch that calls every operation (checked against
+ * the document), type-checked under `strict` with no cast, then run against the listening
+ * service. A document that types an
  * answer wrongly (an optional token, a body a route does not need marked required, JSON and
  * CSV under one media type) fails the type check; one that types it rightly but whose route
  * answers otherwise fails the run.
@@ -89,6 +90,8 @@ export async function run (baseUrl: string, adminKey: string, png: Uint8Array<Ar
   let token: string = login.data.token
   let refreshToken: string = login.data.refreshToken
   seen.values.tokenType = login.data.tokenType
+  const lifetime: number = login.data.expiresIn
+  seen.values.expiresIn = lifetime
   seen.headers['login json cache-control'] = login.response.headers.get('cache-control')
   const bearer = (): { authorization: string } => ({ authorization: 'Bearer ' + token })
 
@@ -104,20 +107,20 @@ export async function run (baseUrl: string, adminKey: string, png: Uint8Array<Ar
   seen.headers['login form set-cookie'] = cookies
 
   const refreshed = await api.POST('/api/auth/refresh-token', { body: { refreshToken } })
-  note('refresh body', refreshed.response)
-  if (refreshed.data === undefined || refreshed.data.mode !== 'token') fail('refresh body', refreshed.response.status)
+  note('refreshSession body', refreshed.response)
+  if (refreshed.data === undefined || refreshed.data.mode !== 'token') fail('refreshSession body', refreshed.response.status)
   token = refreshed.data.token
   refreshToken = refreshed.data.refreshToken
   const reused = await api.POST('/api/auth/refresh-token', { body: { refreshToken: login.data.refreshToken } })
-  note('refresh reused', reused.response)
+  note('refreshSession reused', reused.response)
   seen.values.reusedCode = reused.error?.code ?? null
   const relogin = await api.POST('/api/auth/login', { body: { identity: username + '@example.com', password, mode: 'token' } })
   if (relogin.data === undefined || !('mode' in relogin.data) || relogin.data.mode !== 'token') fail('login identity', relogin.response.status)
   token = relogin.data.token
 
   const byCookie = await api.POST('/api/auth/refresh-token', { headers: { cookie: cookies, origin: baseUrl } })
-  note('refresh no body', byCookie.response)
-  if (byCookie.data === undefined || byCookie.data.mode !== 'cookie') fail('refresh no body', byCookie.response.status)
+  note('refreshSession no body', byCookie.response)
+  if (byCookie.data === undefined || byCookie.data.mode !== 'cookie') fail('refreshSession no body', byCookie.response.status)
   seen.values.cookieRefreshExpires = byCookie.data.refreshTokenExpiresAt
   const freshCookies = cookieHeader(byCookie.response)
 
@@ -208,6 +211,28 @@ export async function run (baseUrl: string, adminKey: string, png: Uint8Array<Ar
   note('login second step', stepOne.response)
   if (stepOne.data === undefined || !('mfaToken' in stepOne.data)) fail('login second step', stepOne.response.status)
   seen.values.methods = stepOne.data.methods.join(',')
+  const stepLifetime: number = stepOne.data.expiresIn
+  seen.values.stepExpiresIn = stepLifetime
+  // The passkey routes' bodies, typed from the document: an assertion to no challenge of
+  // this service is refused, and so is a registration.
+  const assertion: paths['/api/auth/passkey/login']['post']['requestBody']['content']['application/json']['response'] = {
+    id: 'pQ1yX4m2yZk8rT1sW6nB9w',
+    rawId: 'pQ1yX4m2yZk8rT1sW6nB9w',
+    type: 'public-key',
+    response: { clientDataJSON: 'eyJ0eXBlIjoid2ViYXV0aG4uZ2V0IiwiY2hhbGxlbmdlIjoiYzNSeVlYayJ9', authenticatorData: 'SZYN5YgOjGh0NBcPZHZgW4_krrmihjLHmVzzuoMdl2MFAAAAAQ', signature: 'MEUCIQDx7kq2Yb9fR3nU0sLw8ZpV4cT' },
+    clientExtensionResults: {}
+  }
+  const otherStep = await api.POST('/api/auth/login', { body: { username, password } })
+  if (otherStep.data === undefined || !('mfaToken' in otherStep.data)) fail('login second step', otherStep.response.status)
+  const stepOptions = await api.POST('/api/auth/mfa/passkey/options', { body: { mfaToken: otherStep.data.mfaToken } })
+  note('secondStepPasskeyOptions', stepOptions.response)
+  seen.values.stepChallenge = typeof stepOptions.data?.challenge
+  const stepPasskey = await api.POST('/api/auth/mfa/passkey', { body: { mfaToken: otherStep.data.mfaToken, response: assertion } })
+  note('completeLoginWithPasskey', stepPasskey.response)
+  seen.values.stepPasskeyCode = stepPasskey.error?.code ?? null
+  const passkeyLogin = await api.POST('/api/auth/passkey/login', { body: { response: assertion, mode: 'token' } })
+  note('passkeySignIn', passkeyLogin.response)
+  seen.values.passkeyLoginCode = passkeyLogin.error?.code ?? null
   const stepTwo = await api.POST('/api/auth/mfa/totp', { body: { mfaToken: stepOne.data.mfaToken, recoveryCode: recoveryCodes[0] ?? '' } })
   note('completeLoginWithCode', stepTwo.response)
   if (stepTwo.data === undefined || stepTwo.data.mode !== 'token') fail('completeLoginWithCode', stepTwo.response.status)
@@ -219,18 +244,64 @@ export async function run (baseUrl: string, adminKey: string, png: Uint8Array<Ar
   const fresh = await api.POST('/api/security/recovery-codes', { body: { currentPassword: password }, headers: bearer() })
   note('regenerateRecoveryCodes', fresh.response)
   seen.values.freshCodes = fresh.data?.recoveryCodes.length ?? null
-  const keyOptions = await api.POST('/api/security/passkey-options', { body: { currentPassword: password }, headers: bearer() })
+  const keyOptions = await api.POST('/api/security/passkeys/options', { body: { currentPassword: password }, headers: bearer() })
   note('passkeyRegistrationOptions', keyOptions.response)
   seen.values.rpId = keyOptions.data?.rp.id ?? null
+  const formerOptions = await api.POST('/api/security/passkey-options', { body: { currentPassword: password }, headers: bearer() })
+  note('passkeyRegistrationOptionsDeprecated', formerOptions.response)
+  seen.values.formerRpId = formerOptions.data?.rp.id ?? null
+  seen.headers['passkeyRegistrationOptionsDeprecated deprecation'] = formerOptions.response.headers.get('deprecation')
+  const registration = await api.POST('/api/security/passkeys', {
+    body: {
+      response: {
+        id: 'pQ1yX4m2yZk8rT1sW6nB9w',
+        rawId: 'pQ1yX4m2yZk8rT1sW6nB9w',
+        type: 'public-key',
+        response: { clientDataJSON: 'eyJ0eXBlIjoid2ViYXV0aG4uY3JlYXRlIiwiY2hhbGxlbmdlIjoiYzNSeVlYayJ9', attestationObject: 'o2NmbXRkbm9uZQ', transports: ['internal'] },
+        clientExtensionResults: {}
+      },
+      name: 'Laptop',
+      currentPassword: password
+    },
+    headers: bearer()
+  })
+  note('registerPasskey', registration.response)
+  seen.values.registrationCode = registration.error?.code ?? null
   const signInOptions = await api.POST('/api/auth/passkey/options')
   note('passkeySignInOptions', signInOptions.response)
   seen.values.userVerification = signInOptions.data?.userVerification ?? null
-  const off = await api.POST('/api/security/totp/disable', { body: { password }, headers: bearer() })
+  const off = await api.POST('/api/security/totp/disable', { body: { currentPassword: password }, headers: bearer() })
   note('disableTotp', off.response)
+  const noSuchKey = '3f2b8c1e-6d4a-4f7e-9b2c-5a1d0e8f7c6b'
+  const renamedKey = await api.PATCH('/api/security/passkeys/{id}', { params: { path: { id: noSuchKey } }, body: { name: 'Phone' }, headers: bearer() })
+  note('renamePasskey', renamedKey.response)
+  const deletedKey = await api.DELETE('/api/security/passkeys/{id}', { params: { path: { id: noSuchKey } }, headers: bearer() })
+  note('deletePasskey', deletedKey.response)
+  const sessions = await api.GET('/api/security/sessions', { headers: bearer() })
+  note('listSessions', sessions.response)
+  seen.values.currentSessions = sessions.data?.items.filter((session) => session.current).length ?? null
+  const activity = await api.GET('/api/security/activity', { headers: bearer() })
+  note('listSecurityActivity', activity.response)
+  seen.values.lastEvent = activity.data?.items[0]?.kind ?? null
+  const endedOne = await api.DELETE('/api/security/sessions/{id}', { params: { path: { id: noSuchKey } }, headers: bearer() })
+  note('endSession', endedOne.response)
+  seen.values.endSessionCode = endedOne.error?.code ?? null
+  const resent = await api.POST('/api/auth/verify-email/resend', { headers: bearer() })
+  note('resendVerificationEmail', resent.response)
+  const verifiedByLink = await api.POST('/api/auth/verify-email', { body: { token: 'q3Yl3Qp0cS7b0n1Z8M2v3hX9wR4t5y6u7i8o9p0aBcD' } })
+  note('verifyEmail', verifiedByLink.response)
+  seen.values.verifyCode = verifiedByLink.error?.code ?? null
+  const resetAsked = await api.POST('/api/auth/password-reset', { body: { email: username + '@example.com' } })
+  note('requestPasswordReset', resetAsked.response)
+  const resetDone = await api.POST('/api/auth/password-reset/confirm', { body: { token: 'q3Yl3Qp0cS7b0n1Z8M2v3hX9wR4t5y6u7i8o9p0aBcD', password: 'another password' } })
+  note('confirmPasswordReset', resetDone.response)
+  seen.values.resetCode = resetDone.error?.code ?? null
 
   const admin = { authorization: 'Bearer ' + adminKey }
   const users = await api.GET('/api/admin/users', { params: { query: { limit: 100 } }, headers: admin })
   note('adminListUsers', users.response)
+  const factorsReset = await api.DELETE('/api/admin/users/{id}/factors', { params: { path: { id: userId } }, headers: admin })
+  note('adminResetFactors', factorsReset.response)
   seen.values.adminSees = users.data?.items.some((user) => user.id === userId) ?? false
   if (second.data !== undefined) {
     const adminProduct = await api.DELETE('/api/admin/products/{id}', { params: { path: { id: second.data.id } }, headers: admin })
@@ -253,6 +324,9 @@ export async function run (baseUrl: string, adminKey: string, png: Uint8Array<Ar
   if (changed.data === undefined || !('mode' in changed.data) || changed.data.mode !== 'token') fail('updateUser password', changed.response.status)
   token = changed.data.token
   seen.values.changedUser = changed.data.user.id
+  const endedOthers = await api.DELETE('/api/security/sessions', { headers: bearer() })
+  note('endOtherSessions', endedOthers.response)
+  seen.values.endedOthers = endedOthers.data?.ended ?? null
 
   const wrong = await api.DELETE('/api/user/{id}', { params: { path: { id: userId } }, body: { password }, headers: bearer() })
   note('deleteUser wrong password', wrong.response)
@@ -316,9 +390,9 @@ t.test('a client generated from /docs/json type-checks under strict and runs eve
     'createUser taken': 409,
     'login json': 200,
     'login form': 200,
-    'refresh body': 200,
-    'refresh reused': 401,
-    'refresh no body': 200,
+    'refreshSession body': 200,
+    'refreshSession reused': 401,
+    'refreshSession no body': 200,
     getUser: 200,
     'getUser cookie': 200,
     'getUser other': 403,
@@ -345,8 +419,24 @@ t.test('a client generated from /docs/json type-checks under strict and runs eve
     getSecurity: 200,
     regenerateRecoveryCodes: 200,
     passkeyRegistrationOptions: 200,
+    passkeyRegistrationOptionsDeprecated: 200,
+    registerPasskey: 400,
+    secondStepPasskeyOptions: 200,
+    completeLoginWithPasskey: 401,
+    passkeySignIn: 401,
     passkeySignInOptions: 200,
     disableTotp: 204,
+    renamePasskey: 404,
+    deletePasskey: 404,
+    listSessions: 200,
+    listSecurityActivity: 200,
+    endSession: 404,
+    endOtherSessions: 200,
+    resendVerificationEmail: 202,
+    verifyEmail: 400,
+    requestPasswordReset: 202,
+    confirmPasswordReset: 400,
+    adminResetFactors: 204,
     adminListUsers: 200,
     adminDeleteProduct: 204,
     adminDeleteUser: 204,
@@ -380,13 +470,29 @@ t.test('a client generated from /docs/json type-checks under strict and runs eve
     goneCode: 'NOT_FOUND',
     adminSees: true,
     wrongCode: 'WRONG_PASSWORD',
-    methods: 'totp,recovery-code',
-    sessionMethods: 'password,recovery-code',
+    expiresIn: 900,
+    stepExpiresIn: 300,
+    methods: 'totp,recoveryCode,recovery-code',
+    sessionMethods: 'password,recoveryCode,recovery-code',
+    stepChallenge: 'string',
+    stepPasskeyCode: 'PASSKEY_REFUSED',
+    passkeyLoginCode: 'PASSKEY_REFUSED',
+    formerRpId: 'localhost',
+    registrationCode: 'PASSKEY_NOT_REGISTERED',
+    verifyCode: 'VERIFICATION_TOKEN_INVALID',
+    resetCode: 'RESET_TOKEN_INVALID',
     recoveryCodesLeft: 9,
     freshCodes: 10,
     rpId: 'localhost',
-    userVerification: 'required'
+    userVerification: 'required',
+    currentSessions: 1,
+    lastEvent: 'totp-disabled',
+    endSessionCode: 'NOT_FOUND',
+    endedOthers: 0
   })
+  const called = new Set(Object.keys(seen.statuses).map((name) => name.split(' ')[0]))
+  const operations = Object.values(document.paths ?? {}).flatMap((item) => Object.values(item ?? {}).flatMap((operation) => typeof operation === 'object' && operation !== null && 'operationId' in operation ? [String(operation.operationId)] : []))
+  t.same(operations.filter((id) => !called.has(id)), [], 'the program calls every operation of the document')
   const idHeaders = Object.entries(seen.headers).filter(([name]) => name.endsWith(' x-request-id'))
   t.equal(idHeaders.length, Object.keys(seen.statuses).length, 'every answer seen')
   for (const [name, value] of idHeaders) t.ok(value, `${name}`)
@@ -398,6 +504,7 @@ t.test('a client generated from /docs/json type-checks under strict and runs eve
   t.match(seen.headers['getProductImage etag'], /^"/)
   t.match(seen.headers['logout cookie set-cookie'], /Max-Age=0/i)
   t.equal(seen.headers['logout after delete www-authenticate'], 'Bearer')
+  t.equal(seen.headers['passkeyRegistrationOptionsDeprecated deprecation'], '@1795824000', 'the former URL says it is deprecated')
 
   // Outside the document: a known path with a method it lacks.
   const put = await fetch(`${baseUrl}/api/user/1`, { method: 'PUT' })

@@ -15,6 +15,7 @@ import { Value } from 'typebox/value'
 import { readFileSync } from 'node:fs'
 import { Problem } from '../src/lib/problem.js'
 import { PROBLEM_CODES } from '../src/lib/responses.js'
+import { createAjv } from '../src/lib/validation.js'
 import { generateSync } from 'otplib'
 import { build, newUser, TEST_ENV, verifiedUser, type Session } from './helpers/build.js'
 import { sqlClient } from './helpers/database.js'
@@ -105,7 +106,8 @@ t.test('every operation has a stable, unique camelCase operationId', async (t) =
     'POST /api/security/totp/confirm': 'confirmTotp',
     'POST /api/security/totp/disable': 'disableTotp',
     'POST /api/security/recovery-codes': 'regenerateRecoveryCodes',
-    'POST /api/security/passkey-options': 'passkeyRegistrationOptions',
+    'POST /api/security/passkeys/options': 'passkeyRegistrationOptions',
+    'POST /api/security/passkey-options': 'passkeyRegistrationOptionsDeprecated',
     'POST /api/security/passkeys': 'registerPasskey',
     'PATCH /api/security/passkeys/{id}': 'renamePasskey',
     'DELETE /api/security/passkeys/{id}': 'deletePasskey',
@@ -193,6 +195,54 @@ t.test('request bodies, answers per mode, security and response headers', async 
   t.ok(headers('/api/product/{id}/image', 'get', '206').includes('Content-Range'))
   t.ok(headers('/api/product/{id}/image', 'get', '416').includes('Content-Range'))
   t.ok(headers('/api/product', 'get', '200').includes('Link') && headers('/api/product', 'get', '200').includes('Content-Disposition'))
+})
+
+t.test('every request body example is one the route accepts', async (t) => {
+  const ajv = createAjv({ coerceTypes: false })
+  let checked = 0
+  for (const [path, operations] of Object.entries(doc.paths)) {
+    for (const [method, operation] of Object.entries(operations)) {
+      const media = operation.requestBody?.content['application/json']
+      if (media === undefined) continue
+      const validate = ajv.compile(media.schema as object)
+      const examples = media.examples === undefined ? [media.example] : Object.values(media.examples).map((e) => e.value)
+      for (const example of examples) {
+        checked++
+        t.ok(validate(example), `${method.toUpperCase()} ${path}: ${JSON.stringify(example).slice(0, 60)} ${ajv.errorsText(validate.errors)}`)
+      }
+    }
+  }
+  t.ok(checked >= 25, `${checked} examples`)
+})
+
+t.test('deprecated names: marked in the document, answered as their successors with Deprecation, Sunset and Link', async (t) => {
+  const deprecated = Object.entries(doc.paths).flatMap(([path, operations]) => Object.entries(operations)
+    .filter(([, operation]) => (operation as { deprecated?: boolean }).deprecated === true).map(([method]) => `${method.toUpperCase()} ${path}`))
+  t.same(deprecated, ['POST /api/security/passkey-options'], 'the one deprecated path')
+  const alias = doc.paths['/api/security/passkey-options']!.post! as Operation & { description?: string }
+  const successor = doc.paths['/api/security/passkeys/options']!.post!
+  t.match(alias.description, /^Deprecated: use POST \/api\/security\/passkeys\/options instead; removed on 2027-06-01\./)
+  t.same(Object.keys(alias.responses), Object.keys(successor.responses), 'the same statuses')
+  t.same(alias.requestBody, successor.requestBody, 'the same body')
+  t.same(Object.keys(alias.responses['200']!.headers ?? {}).sort(), ['Deprecation', 'Link', 'Sunset', 'X-Request-Id'])
+  const disable = doc.paths['/api/security/totp/disable']!.post!.requestBody!.content['application/json']!.schema as { properties: Record<string, { deprecated?: boolean }> }
+  t.equal(disable.properties.password?.deprecated, true, 'the field `password` of disableTotp')
+  t.notOk(disable.properties.currentPassword?.deprecated)
+  const methods = JSON.stringify(doc.paths['/api/security']!.get!.responses['200']!.content!['application/json']!.schema)
+  t.match(methods, /"const":"recovery-code","deprecated":true|"deprecated":true[^}]*"recovery-code"|"recovery-code"[^}]*"deprecated":true/, 'the method `recovery-code`')
+
+  const user = await verifiedUser(app)
+  const headers = { deprecation: '@1795824000', sunset: 'Tue, 01 Jun 2027 00:00:00 GMT', link: '</api/security/passkeys/options>; rel="successor-version"' }
+  const [now, old] = await Promise.all(['/api/security/passkeys/options', '/api/security/passkey-options'].map(async (url) =>
+    await app.inject({ method: 'POST', url, headers: user.auth, payload: { currentPassword: user.password } })))
+  t.equal(now!.statusCode, 200)
+  t.equal(old!.statusCode, 200)
+  t.same(Object.keys(old!.json()).sort(), Object.keys(now!.json()).sort(), 'the same answer')
+  t.match(old!.headers, headers, 'the old URL says so')
+  t.notOk(now!.headers.deprecation ?? now!.headers.sunset, 'the new one does not')
+  const refused = await app.inject({ method: 'POST', url: '/api/security/passkey-options', payload: { currentPassword: user.password } })
+  t.equal(refused.statusCode, 401)
+  t.match(refused.headers, headers, 'errors too')
 })
 
 t.test('every operation that needs a session refuses one without it, by its subtree\'s one hook', async (t) => {
@@ -292,7 +342,7 @@ t.test('each route answers every status it documents, and documents every status
   }
   /** A new passkey of `session`'s user: its id in the API and its credential id. */
   async function addPasskey (session: Session, authenticator = soft): Promise<{ id: string, credentialId: string }> {
-    const options = (await app.inject({ method: 'POST', url: '/api/security/passkey-options', headers: session.auth, payload: { currentPassword: session.password } })).json()
+    const options = (await app.inject({ method: 'POST', url: '/api/security/passkeys/options', headers: session.auth, payload: { currentPassword: session.password } })).json()
     const response = authenticator.register(options, origin)
     return { id: (await app.inject({ method: 'POST', url: '/api/security/passkeys', headers: session.auth, payload: { response, currentPassword: session.password } })).json().id, credentialId: response.id }
   }
@@ -314,6 +364,30 @@ t.test('each route answers every status it documents, and documents every status
     429: () => overBudget(() => limited.inject({ method: 'POST', url, payload: newUser() })),
     500: () => failing(app.users, 'register', () => app.inject({ method: 'POST', url, payload: newUser() })),
     503: () => down.inject({ method: 'POST', url, payload: newUser() })
+  })
+
+  /** A user holding `count` passkeys, made once: each registration costs a challenge of this client's 50. */
+  async function withPasskeys (count: number): Promise<Session> {
+    const session = await verifiedUser(app)
+    for (let i = 0; i < count; i++) await addPasskey(session, new SoftAuthenticator())
+    return session
+  }
+  let full: Promise<Session> | undefined
+  /** The statuses of the registration options, at the URL and at its deprecated name. */
+  const registrationOptions = (url: string): Record<number, () => Promise<LightMyRequestResponse>> => ({
+    200: () => app.inject({ method: 'POST', url, headers: me.auth, payload: { currentPassword: me.password } }),
+    400: () => app.inject({ method: 'POST', url, headers: me.auth, payload: {} }),
+    413: () => app.inject({ method: 'POST', url, headers: me.auth, payload: { currentPassword: 'x'.repeat(2_000_000) } }),
+    415: () => app.inject({ method: 'POST', url, headers: { ...me.auth, ...text.headers }, payload: text.payload }),
+    429: () => overBudget(() => limited.inject({ method: 'POST', url, headers: budgetUser.auth, payload: { currentPassword: budgetUser.password } })),
+    401: () => app.inject({ method: 'POST', url }),
+    403: () => app.inject({ method: 'POST', url, headers: evil(me) }),
+    409: async () => {
+      const session = await (full ??= withPasskeys(20))
+      return await app.inject({ method: 'POST', url, headers: session.auth, payload: { currentPassword: session.password } })
+    },
+    500: () => failing(app.identity.factors, 'registrationOptions', () => app.inject({ method: 'POST', url, headers: me.auth, payload: { currentPassword: me.password } })),
+    503: () => down.inject({ method: 'POST', url, headers: me.auth, payload: { currentPassword: me.password } })
   })
 
   const cases: Record<string, Record<number, () => Promise<LightMyRequestResponse>>> = {
@@ -418,12 +492,12 @@ t.test('each route answers every status it documents, and documents every status
       503: () => down.inject({ method: 'POST', url: '/api/security/totp/confirm', headers: me.auth, payload: { currentPassword: me.password, code: '123456' } })
     },
     'POST /api/security/totp/disable': {
-      204: async () => { const session = await withTotp(); return await app.inject({ method: 'POST', url: '/api/security/totp/disable', headers: session.auth, payload: { password: session.password } }) },
+      204: async () => { const session = await withTotp(); return await app.inject({ method: 'POST', url: '/api/security/totp/disable', headers: session.auth, payload: { currentPassword: session.password } }) },
       400: () => app.inject({ method: 'POST', url: '/api/security/totp/disable', headers: me.auth, payload: {} }),
       401: () => app.inject({ method: 'POST', url: '/api/security/totp/disable', payload: { code: '123456' } }),
-      403: () => app.inject({ method: 'POST', url: '/api/security/totp/disable', headers: me.auth, payload: { password: 'not the password' } }),
+      403: () => app.inject({ method: 'POST', url: '/api/security/totp/disable', headers: me.auth, payload: { currentPassword: 'not the password' } }),
       409: () => app.inject({ method: 'POST', url: '/api/security/totp/disable', headers: me.auth, payload: { code: '123456' } }),
-      413: () => app.inject({ method: 'POST', url: '/api/security/totp/disable', headers: me.auth, payload: { password: 'x'.repeat(2_000_000) } }),
+      413: () => app.inject({ method: 'POST', url: '/api/security/totp/disable', headers: me.auth, payload: { currentPassword: 'x'.repeat(2_000_000) } }),
       415: () => app.inject({ method: 'POST', url: '/api/security/totp/disable', headers: { ...me.auth, ...text.headers }, payload: text.payload }),
       500: () => failing(app.identity.factors, 'disableTotp', () => app.inject({ method: 'POST', url: '/api/security/totp/disable', headers: me.auth, payload: { code: '123456' } })),
       503: () => down.inject({ method: 'POST', url: '/api/security/totp/disable', headers: me.auth, payload: { code: '123456' } })
@@ -440,28 +514,14 @@ t.test('each route answers every status it documents, and documents every status
       500: () => failing(app.identity.factors, 'regenerateRecoveryCodes', () => app.inject({ method: 'POST', url: '/api/security/recovery-codes', headers: me.auth, payload: { currentPassword: me.password } })),
       503: () => down.inject({ method: 'POST', url: '/api/security/recovery-codes', headers: me.auth, payload: { currentPassword: me.password } })
     },
-    'POST /api/security/passkey-options': {
-      200: () => app.inject({ method: 'POST', url: '/api/security/passkey-options', headers: me.auth, payload: { currentPassword: me.password } }),
-      400: () => app.inject({ method: 'POST', url: '/api/security/passkey-options', headers: me.auth, payload: {} }),
-      413: () => app.inject({ method: 'POST', url: '/api/security/passkey-options', headers: me.auth, payload: { currentPassword: 'x'.repeat(2_000_000) } }),
-      415: () => app.inject({ method: 'POST', url: '/api/security/passkey-options', headers: { ...me.auth, ...text.headers }, payload: text.payload }),
-      429: () => overBudget(() => limited.inject({ method: 'POST', url: '/api/security/passkey-options', headers: budgetUser.auth, payload: { currentPassword: budgetUser.password } })),
-      401: () => app.inject({ method: 'POST', url: '/api/security/passkey-options' }),
-      403: () => app.inject({ method: 'POST', url: '/api/security/passkey-options', headers: evil(me) }),
-      409: async () => {
-        const session = await verifiedUser(app)
-        for (let i = 0; i < 20; i++) await addPasskey(session, new SoftAuthenticator())
-        return await app.inject({ method: 'POST', url: '/api/security/passkey-options', headers: session.auth, payload: { currentPassword: session.password } })
-      },
-      500: () => failing(app.identity.factors, 'registrationOptions', () => app.inject({ method: 'POST', url: '/api/security/passkey-options', headers: me.auth, payload: { currentPassword: me.password } })),
-      503: () => down.inject({ method: 'POST', url: '/api/security/passkey-options', headers: me.auth, payload: { currentPassword: me.password } })
-    },
+    'POST /api/security/passkeys/options': registrationOptions('/api/security/passkeys/options'),
+    'POST /api/security/passkey-options': registrationOptions('/api/security/passkey-options'),
     'POST /api/security/passkeys': {
-      201: async () => { const options = (await app.inject({ method: 'POST', url: '/api/security/passkey-options', headers: me.auth, payload: { currentPassword: me.password } })).json(); return await app.inject({ method: 'POST', url: '/api/security/passkeys', headers: me.auth, payload: { response: soft.register(options, origin), name: 'Laptop', currentPassword: me.password } }) },
-      400: async () => { const options = (await app.inject({ method: 'POST', url: '/api/security/passkey-options', headers: me.auth, payload: { currentPassword: me.password } })).json(); return await app.inject({ method: 'POST', url: '/api/security/passkeys', headers: me.auth, payload: { response: new SoftAuthenticator().register(options, 'https://evil.example'), currentPassword: me.password } }) },
+      201: async () => { const options = (await app.inject({ method: 'POST', url: '/api/security/passkeys/options', headers: me.auth, payload: { currentPassword: me.password } })).json(); return await app.inject({ method: 'POST', url: '/api/security/passkeys', headers: me.auth, payload: { response: soft.register(options, origin), name: 'Laptop', currentPassword: me.password } }) },
+      400: async () => { const options = (await app.inject({ method: 'POST', url: '/api/security/passkeys/options', headers: me.auth, payload: { currentPassword: me.password } })).json(); return await app.inject({ method: 'POST', url: '/api/security/passkeys', headers: me.auth, payload: { response: new SoftAuthenticator().register(options, 'https://evil.example'), currentPassword: me.password } }) },
       401: () => app.inject({ method: 'POST', url: '/api/security/passkeys', payload: {} }),
       403: () => app.inject({ method: 'POST', url: '/api/security/passkeys', headers: evil(me), payload: {} }),
-      409: async () => { const options = (await app.inject({ method: 'POST', url: '/api/security/passkey-options', headers: other.auth, payload: { currentPassword: other.password } })).json(); return await app.inject({ method: 'POST', url: '/api/security/passkeys', headers: other.auth, payload: { response: new SoftAuthenticator().register(options, origin, { credentialId }), currentPassword: other.password } }) },
+      409: async () => { const options = (await app.inject({ method: 'POST', url: '/api/security/passkeys/options', headers: other.auth, payload: { currentPassword: other.password } })).json(); return await app.inject({ method: 'POST', url: '/api/security/passkeys', headers: other.auth, payload: { response: new SoftAuthenticator().register(options, origin, { credentialId }), currentPassword: other.password } }) },
       413: () => app.inject({ method: 'POST', url: '/api/security/passkeys', headers: me.auth, payload: { name: 'x'.repeat(2_000_000) } }),
       429: () => overBudget(() => limited.inject({ method: 'POST', url: '/api/security/passkeys', headers: budgetUser.auth, payload: { response: strayRegistration, currentPassword: budgetUser.password } })),
       415: () => app.inject({ method: 'POST', url: '/api/security/passkeys', headers: { ...me.auth, ...text.headers }, payload: text.payload }),
@@ -804,6 +864,7 @@ t.test('each route answers every status it documents, and documents every status
     'POST /api/security/totp': ['/api/security/totp', me.auth],
     'POST /api/security/totp/confirm': ['/api/security/totp/confirm', me.auth],
     'POST /api/security/recovery-codes': ['/api/security/recovery-codes', me.auth],
+    'POST /api/security/passkeys/options': ['/api/security/passkeys/options', me.auth],
     'POST /api/security/passkey-options': ['/api/security/passkey-options', me.auth],
     'POST /api/security/totp/disable': ['/api/security/totp/disable', me.auth],
     'POST /api/security/passkeys': ['/api/security/passkeys', me.auth],

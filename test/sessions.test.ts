@@ -20,7 +20,7 @@ const claims = (token: string) => JSON.parse(Buffer.from(token.split('.')[1]!, '
 function assertSession (t: Test, res: LightMyRequestResponse, me: Session): { token: string, refreshToken: string } {
   t.equal(res.statusCode, 200, `a new session (${res.body.slice(0, 200)})`)
   const body = res.json()
-  t.match(body, { mode: 'token', tokenType: 'Bearer', expiresIn: '15m', userId: me.id, token: String, refreshToken: /^[A-Za-z0-9_-]{43}$/ })
+  t.match(body, { mode: 'token', tokenType: 'Bearer', expiresIn: 900, userId: me.id, token: String, refreshToken: /^[A-Za-z0-9_-]{43}$/ })
   t.notOk(res.headers['set-cookie'], 'token mode sets no cookie')
   return body
 }

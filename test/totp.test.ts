@@ -132,7 +132,7 @@ t.test('login with TOTP on: a second step, completed once by a fresh code', asyn
   t.equal(first.headers['set-cookie'], undefined, 'no cookies')
   const body = first.json()
   t.same(Object.keys(body).sort(), ['expiresIn', 'methods', 'mfaToken'], 'no tokens in the body')
-  t.same(body.methods, ['totp', 'recovery-code'])
+  t.same(body.methods, ['totp', 'recoveryCode', 'recovery-code'], 'recovery-code: the deprecated name, after the new one')
   t.equal(body.expiresIn, 300)
 
   assertProblem(t, await complete({ mfaToken: body.mfaToken, code: codeAt(secret) }), 401, 'MFA_CODE_INVALID')
@@ -176,7 +176,7 @@ t.test('recovery codes: each works once; regenerated, the old ones stop', async 
   t.equal(done.statusCode, 200, done.body)
   const session = { ...user, auth: { authorization: `Bearer ${done.json().token}` } }
   const overview = (await injectAs(app, session, { method: 'GET', url: '/api/security' })).json()
-  t.same(overview.session.methods, ['password', 'recovery-code'])
+  t.same(overview.session.methods, ['password', 'recoveryCode', 'recovery-code'])
   t.equal(overview.recoveryCodesLeft, 9)
   assertProblem(t, await complete({ mfaToken: await secondStep(user), recoveryCode: recoveryCodes[0]! }), 401, 'MFA_CODE_INVALID')
 
@@ -204,7 +204,7 @@ t.test('disable with a code or the password; then login signs in at once', async
   const { secret } = await enrol(user)
   now += 30_000
   assertProblem(t, await injectAs(app, user, { method: 'POST', url: '/api/security/totp/disable', payload: { code: codeAt(secret, 5) } }), 400, 'TOTP_CODE_INVALID')
-  assertProblem(t, await injectAs(app, user, { method: 'POST', url: '/api/security/totp/disable', payload: { password: 'not it' } }), 403, 'WRONG_PASSWORD')
+  assertProblem(t, await injectAs(app, user, { method: 'POST', url: '/api/security/totp/disable', payload: { currentPassword: 'not it' } }), 403, 'WRONG_PASSWORD')
   assertProblem(t, await injectAs(app, user, { method: 'POST', url: '/api/security/totp/disable', payload: {} }), 400, 'BAD_REQUEST')
   t.equal((await injectAs(app, user, { method: 'POST', url: '/api/security/totp/disable', payload: { code: codeAt(secret) } })).statusCode, 204)
   t.equal((await login(user)).statusCode, 200)
@@ -214,8 +214,16 @@ t.test('disable with a code or the password; then login signs in at once', async
 
   const other = await verifiedUser(app)
   await enrol(other)
-  t.equal((await injectAs(app, other, { method: 'POST', url: '/api/security/totp/disable', payload: { password: other.password } })).statusCode, 204)
+  t.equal((await injectAs(app, other, { method: 'POST', url: '/api/security/totp/disable', payload: { currentPassword: other.password } })).statusCode, 204)
   t.equal((await login(other)).statusCode, 200)
+
+  // `password`, the field's former name, works until its removal; not beside the new one.
+  const former = await verifiedUser(app)
+  await enrol(former)
+  assertProblem(t, await injectAs(app, former, { method: 'POST', url: '/api/security/totp/disable', payload: { password: former.password, currentPassword: former.password } }), 400, 'BAD_REQUEST')
+  assertProblem(t, await injectAs(app, former, { method: 'POST', url: '/api/security/totp/disable', payload: { password: 'not it' } }), 403, 'WRONG_PASSWORD')
+  t.equal((await injectAs(app, former, { method: 'POST', url: '/api/security/totp/disable', payload: { password: former.password } })).statusCode, 204)
+  t.equal((await login(former)).statusCode, 200)
 })
 
 t.test('the admin reset removes every factor, and is logged', async (t) => {

@@ -441,7 +441,7 @@ handle(forms.totpDisable, async (data) => {
   const password = data.get('password')
   const code = data.get('code').trim()
   if (password === '' && code === '') throw new Error('Enter your password or a code from the app.')
-  await api('POST', '/api/security/totp/disable', password !== '' ? { password } : { code })
+  await api('POST', '/api/security/totp/disable', password !== '' ? { currentPassword: password } : { code })
   forms.totpDisable.reset()
   hideSecrets()
   await loadSecurity()
@@ -458,7 +458,7 @@ handle(forms.recoveryNew, async (data) => {
 
 handle(forms.passkeyAdd, async (data) => {
   const currentPassword = data.get('currentPassword')
-  const optionsJSON = await api('POST', '/api/security/passkey-options', { currentPassword })
+  const optionsJSON = await api('POST', '/api/security/passkeys/options', { currentPassword })
   let response
   try {
     response = await startRegistration({ optionsJSON })

@@ -17,14 +17,14 @@ export type SessionModeValue = Static<typeof SessionMode>
 
 /** The fields of a session in both modes. */
 const sessionFields = {
-  expiresIn: Type.String({ description: 'the access token\'s lifetime, e.g. `15m` (ACCESS_TOKEN_TTL)' }),
+  expiresIn: Type.Integer({ description: 'the access token\'s lifetime in seconds (ACCESS_TOKEN_TTL: 900 for `15m`), as the 202 of a second step gives its own' }),
   expiresAt: Timestamp,
   userId: Type.Integer(),
   refreshTokenExpiresAt: Timestamp
 }
 
-const TOKEN_SESSION_EXAMPLE = { mode: 'token', token: 'eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxIiwidmVyIjowLCJzaWQiOiIuLi4ifQ.signature', tokenType: 'Bearer', expiresIn: '15m', expiresAt: '2026-11-23T21:15:00.000Z', userId: 1, refreshToken: 'q3Vx0pX4m2yZk8rT1sW6nB9cD5fG7hJ0lK2aE4uI6oY', refreshTokenExpiresAt: '2026-12-23T21:00:00.000Z' }
-const COOKIE_SESSION_EXAMPLE = { mode: 'cookie', expiresIn: '15m', expiresAt: '2026-11-23T21:15:00.000Z', userId: 1, refreshTokenExpiresAt: '2026-12-23T21:00:00.000Z' }
+const TOKEN_SESSION_EXAMPLE = { mode: 'token', token: 'eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxIiwidmVyIjowLCJzaWQiOiIuLi4ifQ.signature', tokenType: 'Bearer', expiresIn: 900, expiresAt: '2026-11-23T21:15:00.000Z', userId: 1, refreshToken: 'q3Vx0pX4m2yZk8rT1sW6nB9cD5fG7hJ0lK2aE4uI6oY', refreshTokenExpiresAt: '2026-12-23T21:00:00.000Z' }
+const COOKIE_SESSION_EXAMPLE = { mode: 'cookie', expiresIn: 900, expiresAt: '2026-11-23T21:15:00.000Z', userId: 1, refreshTokenExpiresAt: '2026-12-23T21:00:00.000Z' }
 
 /** Token mode: the tokens are in the body. */
 export const TokenSession = Type.Object({

@@ -48,11 +48,11 @@ export const ALLOWED_HEADERS = [
  * Content-Language, Content-Length, Content-Type, Expires, Last-Modified, Pragma): where a
  * created resource is, pagination links, when to retry (429, 503), the request id to quote
  * in a report, CSV and image file names, validators and ranges, the authentication
- * challenge of a 401, and the methods a 405 names.
+ * challenge of a 401, the methods a 405 names, and that a URL is deprecated and when it goes.
  */
 export const EXPOSED_HEADERS = [
   'Location', 'Link', 'Retry-After', 'X-Request-Id', 'Content-Disposition', 'ETag',
-  'Content-Range', 'Accept-Ranges', 'WWW-Authenticate', 'Allow'
+  'Content-Range', 'Accept-Ranges', 'WWW-Authenticate', 'Allow', 'Deprecation', 'Sunset'
 ]
 
 /**

@@ -200,7 +200,7 @@ if (chromiumAvailable(t)) {
       await page.goto('/')
       const held = await authenticator(page, device)
       await logOut(t, page)
-      const step = await toSecondStep(t, page, ['totp', 'recovery-code', 'passkey'])
+      const step = await toSecondStep(t, page, ['totp', 'recoveryCode', 'recovery-code', 'passkey'])
       const done = await answerTo(page, '/api/auth/mfa/passkey', () => step.getByRole('button', { name: 'Use a passkey' }).click())
       t.equal(done.status(), 200)
       await t.resolves(status(page, `Logged in as ${user.username}`).waitFor())
@@ -211,7 +211,7 @@ if (chromiumAvailable(t)) {
     await flow(t, browser, 'log in with the password, then a code from the app (a wrong one first)', async (t, page) => {
       await page.goto('/')
       await logOut(t, page)
-      const step = await toSecondStep(t, page, ['totp', 'recovery-code', 'passkey'])
+      const step = await toSecondStep(t, page, ['totp', 'recoveryCode', 'recovery-code', 'passkey'])
       await step.getByLabel('Code from the app').fill(wrongCode(await codeFor(secret)))
       const refused = await answerTo(page, '/api/auth/mfa/totp', () => step.getByRole('button', { name: 'Continue' }).click())
       t.equal(refused.status(), 401)
@@ -228,7 +228,7 @@ if (chromiumAvailable(t)) {
     await flow(t, browser, 'log in with the password, then a recovery code; the same code again is refused', async (t, page) => {
       await page.goto('/')
       await logOut(t, page)
-      let step = await toSecondStep(t, page, ['totp', 'recovery-code', 'passkey'])
+      let step = await toSecondStep(t, page, ['totp', 'recoveryCode', 'recovery-code', 'passkey'])
       await step.getByRole('button', { name: 'Use a recovery code' }).click()
       await step.getByLabel('Recovery code').fill(recoveryCodes[0]!)
       const done = await answerTo(page, '/api/auth/mfa/totp', () => step.getByRole('button', { name: 'Continue' }).click())
@@ -237,7 +237,7 @@ if (chromiumAvailable(t)) {
       await t.resolves(page.getByText('Recovery codes left: 9 of 10.').waitFor())
 
       await logOut(t, page)
-      step = await toSecondStep(t, page, ['totp', 'recovery-code', 'passkey'])
+      step = await toSecondStep(t, page, ['totp', 'recoveryCode', 'recovery-code', 'passkey'])
       await step.getByRole('button', { name: 'Use a recovery code' }).click()
       await step.getByLabel('Recovery code').fill(recoveryCodes[0]!)
       const again = await answerTo(page, '/api/auth/mfa/totp', () => step.getByRole('button', { name: 'Continue' }).click())
@@ -322,7 +322,7 @@ if (chromiumAvailable(t)) {
       t.match(problem, { code: 'PASSKEY_REFUSED' })
       await t.resolves(page.locator('#login').getByRole('alert').filter({ hasText: problem.detail }).waitFor(), 'the detail, on the login form')
 
-      const step = await toSecondStep(t, page, ['totp', 'recovery-code'])
+      const step = await toSecondStep(t, page, ['totp', 'recoveryCode', 'recovery-code'])
       t.notOk(await step.getByRole('button', { name: 'Use a passkey' }).isVisible(), 'no passkey offered at the second step')
     })
 
@@ -332,7 +332,7 @@ if (chromiumAvailable(t)) {
       await page.route('**/api/auth/mfa/totp', async (route) => {
         await route.continue({ postData: JSON.stringify({ ...route.request().postDataJSON(), mfaToken: 'x'.repeat(43) }) })
       }, { times: 1 })
-      let step = await toSecondStep(t, page, ['totp', 'recovery-code'])
+      let step = await toSecondStep(t, page, ['totp', 'recoveryCode', 'recovery-code'])
       await step.getByRole('button', { name: 'Use a recovery code' }).click()
       await step.getByLabel('Recovery code').fill(recoveryCodes[1]!)
       const expired = await answerTo(page, '/api/auth/mfa/totp', () => step.getByRole('button', { name: 'Continue' }).click())
@@ -340,7 +340,7 @@ if (chromiumAvailable(t)) {
       await t.resolves(page.locator('#login').getByRole('alert').filter({ hasText: 'log in again' }).waitFor(), 'back to the password, saying why')
       t.notOk(await step.isVisible())
 
-      step = await toSecondStep(t, page, ['totp', 'recovery-code'])
+      step = await toSecondStep(t, page, ['totp', 'recoveryCode', 'recovery-code'])
       await step.getByRole('button', { name: 'Use a recovery code' }).click()
       await step.getByLabel('Recovery code').fill(recoveryCodes[1]!)
       await step.getByRole('button', { name: 'Continue' }).click()
@@ -357,7 +357,7 @@ if (chromiumAvailable(t)) {
       await t.resolves(page.getByText('Recovery codes left: 10 of 10.').waitFor())
 
       await logOut(t, page)
-      step = await toSecondStep(t, page, ['totp', 'recovery-code'])
+      step = await toSecondStep(t, page, ['totp', 'recoveryCode', 'recovery-code'])
       await step.getByRole('button', { name: 'Use a recovery code' }).click()
       await step.getByLabel('Recovery code').fill(recoveryCodes[2]!)
       const old = await answerTo(page, '/api/auth/mfa/totp', () => step.getByRole('button', { name: 'Continue' }).click())

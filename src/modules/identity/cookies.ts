@@ -110,8 +110,8 @@ export function sessionCookies (options: { secure: boolean, sameSite: 'strict' |
  * Either way the answer carries credentials: `Cache-Control: no-store` (set by the cookies in
  * cookie mode) keeps it out of every cache, shared or the browser's own.
  */
-export function deliverSession (reply: FastifyReply, cookies: SessionCookies, issued: IssuedSession, mode: SessionModeValue, expiresIn: string): SessionResultBody {
-  const common = { expiresIn, expiresAt: issued.accessExpiresAt, userId: issued.userId, refreshTokenExpiresAt: issued.refreshExpiresAt }
+export function deliverSession (reply: FastifyReply, cookies: SessionCookies, issued: IssuedSession, mode: SessionModeValue): SessionResultBody {
+  const common = { expiresIn: issued.accessExpiresIn, expiresAt: issued.accessExpiresAt, userId: issued.userId, refreshTokenExpiresAt: issued.refreshExpiresAt }
   if (mode === 'cookie') {
     cookies.set(reply, issued)
     return { mode, ...common }

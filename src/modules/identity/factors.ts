@@ -78,6 +78,15 @@ export const CHALLENGES_PER_CLIENT = 50
 export const CHALLENGE_LIMITS = `A client address holds at most ${CHALLENGES_PER_CLIENT} live challenges (used ones count until they expire): past it, 429 \`RATE_LIMITED\`; ` +
   'a full store (memory mode), 503; both with `Retry-After`. No request ever voids another client\'s challenge or a pending second step.'
 
+/**
+ * Sign-in methods as the API names them. Sessions store `recovery-code` (rows already do, and
+ * so do replicas of the release before), which is also the former API name: it is listed
+ * right after `recoveryCode` until its removal (docs/api.md, "Names").
+ */
+export function apiMethods (methods: readonly string[]): string[] {
+  return methods.flatMap((method) => method === 'recovery-code' ? ['recoveryCode', method] : [method])
+}
+
 export interface Passkey { id: string, name: string, createdAt: Date, lastUsedAt: Date | null, backedUp: boolean }
 
 /** A signed-in account, to start a session for, and the methods its sign-in used. */
@@ -233,7 +242,7 @@ export function factorsService (deps: Dependencies) {
         totp: { enabled: state.totpEnabledAt !== null, enabledAt: state.totpEnabledAt },
         recoveryCodesLeft: state.recoveryCodesLeft,
         passkeys: passkeys.map(publicPasskey),
-        session: { methods: session?.methods ?? ['password'], signedInAt: session?.signedInAt ?? new Date(0) }
+        session: { methods: apiMethods(session?.methods ?? ['password']), signedInAt: session?.signedInAt ?? new Date(0) }
       }
     },
 
@@ -259,7 +268,7 @@ export function factorsService (deps: Dependencies) {
     /** Turns TOTP off after the password or a current code. */
     async disableTotp (account: Account, proof: { password?: string, code?: string }, reply: FastifyReply): Promise<void> {
       const userId = account.id
-      if ((proof.password === undefined) === (proof.code === undefined)) throw new BadRequest('Send exactly one of `password` and `code`')
+      if ((proof.password === undefined) === (proof.code === undefined)) throw new BadRequest('Send exactly one of `currentPassword` and `code`')
       if (proof.password !== undefined) {
         await deps.checkPassword(userId, proof.password, reply)
       } else {
@@ -297,7 +306,7 @@ export function factorsService (deps: Dependencies) {
       }
       const methods = ['totp', 'recovery-code']
       if ((await factors.passkeys(account.id)).length > 0) methods.push('passkey')
-      return { mfaToken: token, methods, expiresIn: SECOND_STEP_TTL_MS / 1000 }
+      return { mfaToken: token, methods: apiMethods(methods), expiresIn: SECOND_STEP_TTL_MS / 1000 }
     },
 
     /** Completes the second step with a TOTP code or a recovery code. */

@@ -109,7 +109,7 @@ async function identity (app: FastifyInstance, options: IdentityOptions): Promis
   })
 
   const deliver = (reply: FastifyReply, issued: IssuedSession, mode: SessionModeValue): SessionResultBody =>
-    deliverSession(reply, cookies, issued, mode, auth.accessTokenTtl)
+    deliverSession(reply, cookies, issued, mode)
 
   app.decorateRequest('currentUser', null)
   app.decorateRequest('sessionId', null)

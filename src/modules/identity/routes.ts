@@ -204,7 +204,7 @@ const authRoutes: FastifyPluginAsyncTypebox = async (app) => {
       operationId: 'completeLoginWithPasskey',
       tags: ['auth'],
       summary: 'Complete a login\'s second step with a passkey; starts the session',
-      description: 'The assertion answers the options of `POST /api/auth/mfa/passkey/options` (single use, 5 min). Refused (as for `POST /api/auth/passkey/login`, a cross-origin frame included): 401 `PASSKEY_REFUSED` with the reason.',
+      description: 'The body is `{mfaToken, response}`: `response` is the assertion navigator.credentials.get() made from the options of `POST /api/auth/mfa/passkey/options` (single use, 5 min), as `PublicKeyCredential.toJSON()` gives it (what @simplewebauthn/browser\'s `startAuthentication` answers). Refused (as for `POST /api/auth/passkey/login`, a cross-origin frame included): 401 `PASSKEY_REFUSED` with the reason.',
       body: PasskeyStepBody,
       response: { ...sessionAnswer, ...problems(400, 401, 403, 413, 415) }
     }
@@ -231,7 +231,7 @@ const authRoutes: FastifyPluginAsyncTypebox = async (app) => {
       operationId: 'passkeySignIn',
       tags: ['auth'],
       summary: 'Sign in with a passkey alone; starts a session',
-      description: 'The assertion answers the options of `POST /api/auth/passkey/options`; the passkey names its user, whose user verification (PIN, biometrics) is required. ' +
+      description: 'The body is `{response, mode?}`: `response` is the assertion navigator.credentials.get() made from the options of `POST /api/auth/passkey/options`, as `PublicKeyCredential.toJSON()` gives it (what @simplewebauthn/browser\'s `startAuthentication` answers); the passkey names its user, whose user verification (PIN, biometrics) is required. ' +
         '`mode` as for login (`token` by default). Refused (unknown or deleted passkey, wrong origin, made in a cross-origin frame, a counter that did not go up, a used or expired challenge, no user verification): 401 `PASSKEY_REFUSED` with the reason.',
       body: PasskeySignInBody,
       response: { ...sessionAnswer, ...problems(400, 401, 403, 413, 415) }

@@ -1,5 +1,6 @@
 /** Schemas of sign-in (password, second step, passkeys), sessions and the second factors. */
 import { Type } from 'typebox'
+import { deprecatedNote } from '../../lib/deprecation.js'
 import { Timestamp } from '../../lib/schemas.js'
 import { SessionMode } from '../../lib/session-schemas.js'
 import { passwordToCheck } from '../users/index.js'
@@ -10,15 +11,19 @@ const base64url = (description: string, maxLength: number) => Type.String({ ...B
 const MfaToken = Type.String({ pattern: '^[A-Za-z0-9_-]{43}$', description: 'the `mfaToken` login answered 202 with' })
 export const TotpCode = Type.String({ pattern: '^[0-9]{6}$', description: 'the 6-digit code the authenticator app shows now' })
 const RecoveryCodeInput = Type.String({ minLength: 16, maxLength: 40, description: 'one of your recovery codes (`abcd-efgh-ijkl-mnop`; case, spaces and hyphens do not matter); each works once' })
-const Method = Type.Union([Type.Literal('password'), Type.Literal('totp'), Type.Literal('recovery-code'), Type.Literal('passkey')])
+const RecoveryCodeMethod = [
+  Type.Literal('recoveryCode'),
+  Type.Literal('recovery-code', { deprecated: true, description: `the former name of \`recoveryCode\`, listed after it. ${deprecatedNote('`recoveryCode`')}` })
+]
+const Method = Type.Union([Type.Literal('password'), Type.Literal('totp'), ...RecoveryCodeMethod, Type.Literal('passkey')])
 const Attachment = Type.Union([Type.Literal('platform'), Type.Literal('cross-platform')])
 const Transports = Type.Array(Type.String({ maxLength: 32 }), { maxItems: 10 })
 
 export const SecondStep = Type.Object({
   mfaToken: Type.String({ description: 'completes the sign-in with `POST /api/auth/mfa/totp` or `/api/auth/mfa/passkey`; works once, for `expiresIn` seconds' }),
-  methods: Type.Array(Type.Union([Type.Literal('totp'), Type.Literal('recovery-code'), Type.Literal('passkey')]), { description: 'what completes it: `passkey` when the user has one' }),
+  methods: Type.Array(Type.Union([Type.Literal('totp'), ...RecoveryCodeMethod, Type.Literal('passkey')]), { description: 'what completes it: `passkey` when the user has one' }),
   expiresIn: Type.Integer({ description: 'seconds' })
-}, { description: 'The password was right and the account has a second factor: no session yet', examples: [{ mfaToken: 'Jw3q0pX4m2yZk8rT1sW6nB9cD5fG7hJ0lK2aE4uI6oY', methods: ['totp', 'recovery-code', 'passkey'], expiresIn: 300 }] })
+}, { description: 'The password was right and the account has a second factor: no session yet', examples: [{ mfaToken: 'Jw3q0pX4m2yZk8rT1sW6nB9cD5fG7hJ0lK2aE4uI6oY', methods: ['totp', 'recoveryCode', 'recovery-code', 'passkey'], expiresIn: 300 }] })
 
 export const CodeStepBody = Type.Object({
   mfaToken: MfaToken,
@@ -60,7 +65,7 @@ export const RegistrationResponse = Type.Object({
   authenticatorAttachment: Type.Optional(Attachment)
 }, { description: 'the new credential, as PublicKeyCredential.toJSON() gives it' })
 
-const ASSERTION_EXAMPLE = { id: 'pQ1yX4m2yZk8rT1sW6nB9w', rawId: 'pQ1yX4m2yZk8rT1sW6nB9w', type: 'public-key', response: { clientDataJSON: 'eyJ0eXBlIjoid2ViYXV0aG4uZ2V0Ii4uLn0', authenticatorData: 'SZYN5YgOjGh0NBcPZHZgW4_krrmihjLHmVzzuoMdl2MFAAAAAQ', signature: 'MEUCIQD...', userHandle: 'q2Vx0pX4m2yZk8rT1sW6nA' }, clientExtensionResults: {}, authenticatorAttachment: 'platform' }
+const ASSERTION_EXAMPLE = { id: 'pQ1yX4m2yZk8rT1sW6nB9w', rawId: 'pQ1yX4m2yZk8rT1sW6nB9w', type: 'public-key', response: { clientDataJSON: 'eyJ0eXBlIjoid2ViYXV0aG4uZ2V0IiwiY2hhbGxlbmdlIjoiaDJaazhyVDFzVzZuQjljRDVmRzdoSjBsSzJhRTR1STZvWXEzVngwcFg0bSIsIm9yaWdpbiI6Imh0dHBzOi8vc2hvcC5leGFtcGxlLmNvbSIsImNyb3NzT3JpZ2luIjpmYWxzZX0', authenticatorData: 'SZYN5YgOjGh0NBcPZHZgW4_krrmihjLHmVzzuoMdl2MFAAAAAQ', signature: 'MEUCIQDx7kq2Yb9fR3nU0sLw8ZpV4cTj6mHa1oKe5dNrXyBgQIgL2vS9uJwP3tF7hQz0cY4mA6nK1bE8rD5iW2xVoTsG0', userHandle: 'q2Vx0pX4m2yZk8rT1sW6nA' }, clientExtensionResults: {}, authenticatorAttachment: 'platform' }
 export const PasskeyStepBody = Type.Object({ mfaToken: MfaToken, response: AuthenticationResponse }, { additionalProperties: false, examples: [{ mfaToken: 'Jw3q0pX4m2yZk8rT1sW6nB9cD5fG7hJ0lK2aE4uI6oY', response: ASSERTION_EXAMPLE }] })
 export const PasskeySignInBody = Type.Object({ response: AuthenticationResponse, mode: Type.Optional(SessionMode) }, { additionalProperties: false, examples: [{ response: ASSERTION_EXAMPLE, mode: 'cookie' }] })
 
@@ -101,7 +106,7 @@ export const Passkey = Type.Object({
 const CurrentPassword = Type.Optional(Type.String({ minLength: 1, maxLength: 1024, description: 'your current password: required (a stolen session alone adds no factor)' }))
 export const ProofBody = Type.Object({ currentPassword: CurrentPassword }, { additionalProperties: false, examples: [{ currentPassword: 'wonderland!' }] })
 
-export const RegisterPasskeyBody = Type.Object({ response: RegistrationResponse, name: Type.Optional(PasskeyName), currentPassword: CurrentPassword }, { additionalProperties: false, examples: [{ currentPassword: 'wonderland!', response: { id: 'pQ1yX4m2yZk8rT1sW6nB9w', rawId: 'pQ1yX4m2yZk8rT1sW6nB9w', type: 'public-key', response: { clientDataJSON: 'eyJ0eXBlIjoid2ViYXV0aG4uY3JlYXRlIi4uLn0', attestationObject: 'o2NmbXRkbm9uZWdhdHRTdG10oGhhdXRoRGF0YVi...', transports: ['internal'] }, clientExtensionResults: {}, authenticatorAttachment: 'platform' }, name: 'Work laptop' }] })
+export const RegisterPasskeyBody = Type.Object({ response: RegistrationResponse, name: Type.Optional(PasskeyName), currentPassword: CurrentPassword }, { additionalProperties: false, examples: [{ currentPassword: 'wonderland!', response: { id: 'pQ1yX4m2yZk8rT1sW6nB9w', rawId: 'pQ1yX4m2yZk8rT1sW6nB9w', type: 'public-key', response: { clientDataJSON: 'eyJ0eXBlIjoid2ViYXV0aG4uY3JlYXRlIiwiY2hhbGxlbmdlIjoiaDJaazhyVDFzVzZuQjljRDVmRzdoSjBsSzJhRTR1STZvWXEzVngwcFg0bSIsIm9yaWdpbiI6Imh0dHBzOi8vc2hvcC5leGFtcGxlLmNvbSIsImNyb3NzT3JpZ2luIjpmYWxzZX0', attestationObject: 'o2NmbXRkbm9uZWdhdHRTdG10oGhhdXRoRGF0YVjESZYN5YgOjGh0NBcPZHZgW4_krrmihjLHmVzzuoMdl2NFAAAAAQ', transports: ['internal'] }, clientExtensionResults: {}, authenticatorAttachment: 'platform' }, name: 'Work laptop' }] })
 export const RenamePasskeyBody = Type.Object({ name: PasskeyName }, { additionalProperties: false, examples: [{ name: 'Phone' }] })
 export const PasskeyParams = Type.Object({ id: Type.String({ pattern: '^[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}$', description: 'the passkey\'s `id` (a UUID), as GET /api/security lists it' }) }, { additionalProperties: false })
 
@@ -120,9 +125,10 @@ export const TotpEnrolment = Type.Object({
 
 export const ConfirmTotpBody = Type.Object({ code: TotpCode, currentPassword: CurrentPassword }, { additionalProperties: false, examples: [{ code: '123456', currentPassword: 'wonderland!' }] })
 export const DisableTotpBody = Type.Object({
-  password: Type.Optional(Type.String({ minLength: 1, maxLength: 1024 })),
+  currentPassword: Type.Optional(Type.String({ minLength: 1, maxLength: 1024, description: 'your current password' })),
+  password: Type.Optional(Type.String({ minLength: 1, maxLength: 1024, deprecated: true, description: `the former name of \`currentPassword\`. ${deprecatedNote('`currentPassword`')}` })),
   code: Type.Optional(TotpCode)
-}, { additionalProperties: false, description: 'exactly one of `password` and `code`', examples: [{ code: '123456' }, { password: 'wonderland!' }] })
+}, { additionalProperties: false, description: 'exactly one of `currentPassword` and `code`', examples: [{ code: '123456' }, { currentPassword: 'wonderland!' }] })
 export const RecoveryCodes = Type.Object({
   recoveryCodes: Type.Array(Type.String(), { description: 'ten single-use codes for when the authenticator is lost; shown this once: keep them safe' })
 }, { examples: [{ recoveryCodes: ['k2m4-q7xa-b3nd-e5fz', 'p6rt-w2yc-h4jm-n7sb', '...'] }] })

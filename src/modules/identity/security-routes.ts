@@ -6,6 +6,8 @@
  */
 import type { FastifyPluginAsyncTypebox, TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import type { FastifyRequest } from 'fastify'
+import { deprecatedAlias } from '../../lib/deprecation.js'
+import { BadRequest } from '../../lib/problem.js'
 import { empty, json, problems, sessionAuth } from '../../lib/responses.js'
 import { CHALLENGE_LIMITS, CREDENTIAL_ID_MAX_BYTES, PASSKEYS_MAX_PER_USER, PUBLIC_KEY_MAX_BYTES } from './factors.js'
 import { ConfirmTotpBody, CreationOptions, DisableTotpBody, Passkey, PasskeyParams, ProofBody, RecoveryCodes, RegisterPasskeyBody, RenamePasskeyBody, Security, TotpEnrolment } from './schemas.js'
@@ -82,14 +84,16 @@ export const securityRoutes: FastifyPluginAsyncTypebox = async (parent) => {
     schema: {
       operationId: 'disableTotp',
       tags: ['security'],
-      summary: 'Turn TOTP off (and drop the recovery codes), with your password or a current code',
+      summary: 'Turn TOTP off (and drop the recovery codes), with your current password or a current code',
       description: 'A wrong password: 403 `WRONG_PASSWORD`; a wrong code: 400 `TOTP_CODE_INVALID`; both count with the account\'s wrong passwords (429 past `LOGIN_FAILURES_MAX`). The account\'s address is told.',
       security: sessionAuth,
       body: DisableTotpBody,
       response: { 204: empty('TOTP is off'), ...problems(400, 401, 403, 409, 413, 415) }
     }
   }, async (request, reply) => {
-    await factors.disableTotp(request.currentUser!, request.body, reply)
+    const { currentPassword, password, code } = request.body
+    if (currentPassword !== undefined && password !== undefined) throw new BadRequest('Send `currentPassword` alone: `password` is its former name')
+    await factors.disableTotp(request.currentUser!, { password: currentPassword ?? password, code }, reply)
     return await reply.code(204).send(null)
   })
 
@@ -107,7 +111,7 @@ export const securityRoutes: FastifyPluginAsyncTypebox = async (parent) => {
     }
   }, async (request) => await factors.regenerateRecoveryCodes(request.currentUser!))
 
-  app.post('/passkey-options', {
+  deprecatedAlias(app, '/passkey-options').post('/passkeys/options', {
     ...adds,
     schema: {
       operationId: 'passkeyRegistrationOptions',
@@ -125,8 +129,9 @@ export const securityRoutes: FastifyPluginAsyncTypebox = async (parent) => {
     schema: {
       operationId: 'registerPasskey',
       tags: ['security'],
-      summary: 'Register a passkey: the answer of navigator.credentials.create() to the options',
-      description: 'Refused (challenge unknown, used, expired or another user\'s; wrong origin or RP id; made in a cross-origin frame; no user verification; ' +
+      summary: 'Register a passkey: `{response, name?, currentPassword}`, `response` being the credential navigator.credentials.create() made from the options, as JSON',
+      description: 'The body is an object: `response` is the new credential as `PublicKeyCredential.toJSON()` gives it (what @simplewebauthn/browser\'s `startRegistration` answers), not the `PublicKeyCredential` object itself; `name` tells your passkeys apart. ' +
+        'Refused (challenge unknown, used, expired or another user\'s; wrong origin or RP id; made in a cross-origin frame; no user verification; ' +
         `a credential id over ${CREDENTIAL_ID_MAX_BYTES} bytes, or other than the response's \`id\`, in the authenticator data; a public key over ${PUBLIC_KEY_MAX_BYTES} bytes): ` +
         '400 `PASSKEY_NOT_REGISTERED` with the reason. A credential registered already: 409 `CONFLICT`; ' +
         `${PASSKEYS_MAX_PER_USER} passkeys held already: 409 \`PASSKEY_QUOTA_EXCEEDED\`. The answer's \`id\` (a UUID) names the passkey in this API; the credential id stays the authenticator's. ` +

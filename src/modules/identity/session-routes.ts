@@ -13,6 +13,7 @@ import { Type } from 'typebox'
 import { Timestamp } from '../../lib/schemas.js'
 import { EVENTS_KEPT, type SecurityEventKind } from './activity.js'
 import type { SessionRow } from './repository.js'
+import { methodName } from './sessions.js'
 
 const SessionInfo = Type.Object({
   id: Type.String({ format: 'uuid', description: 'the session\'s id: DELETE /api/security/sessions/{id} takes it' }),
@@ -20,7 +21,7 @@ const SessionInfo = Type.Object({
   createdAt: Timestamp,
   lastUsedAt: Type.Union([Timestamp, Type.Null()], { description: 'its last login or refresh' }),
   expiresAt: Timestamp,
-  methods: Type.Array(Type.String(), { description: 'how it was signed in: `password`, `totp`, `recovery-code`, `passkey`' }),
+  methods: Type.Array(Type.String(), { description: 'how it was signed in: `password`, `totp`, `recoveryCode`, `passkey`' }),
   userAgent: Type.Union([Type.String(), Type.Null()], { description: 'the User-Agent header it signed in with (at most 512 characters)' }),
   browser: Type.Union([Type.String(), Type.Null()], { description: 'read from the User-Agent: `Chrome 156`' }),
   os: Type.Union([Type.String(), Type.Null()], { description: 'read from the User-Agent: `iOS 17.4`' }),
@@ -67,7 +68,7 @@ function describe (userAgent: string | null): { browser: string | null, os: stri
 export const sessionRoutes: FastifyPluginAsyncTypebox = async (parent) => {
   const app = parent.withTypeProvider<TypeBoxTypeProvider>()
   const { sessions } = app.identity
-  const present = (row: SessionRow, current: string) => ({ ...row, ...describe(row.userAgent), current: row.id === current })
+  const present = (row: SessionRow, current: string) => ({ ...row, methods: row.methods.map(methodName), ...describe(row.userAgent), current: row.id === current })
 
   app.get('/sessions', {
     schema: {

@@ -20,8 +20,11 @@ const RefreshTokenReused = createError('REFRESH_TOKEN_REUSED', 'This refresh tok
 /** A refresh sooner than REFRESH_MIN_INTERVAL_MS after the session's previous one (or its login); `Retry-After` says when. */
 const RefreshTooSoon = createError<[number]>('RATE_LIMITED', 'This session refreshed too recently; retry in %d s (the refresh token is still valid)', 429)
 
-/** How a session was signed in; a session records every method its sign-in used. */
+/** How a session was signed in, as `sessions.methods` stores it (the API's names: `apiMethods`, factors.ts). */
 export type SignInMethod = 'password' | 'totp' | 'recovery-code' | 'passkey'
+
+/** A stored method as the API's newer answers name it (sessions and activity: no former name to keep). */
+export const methodName = (method: string): string => method === 'recovery-code' ? 'recoveryCode' : method
 
 /** The longest User-Agent kept with a session: real ones are a few hundred characters. */
 const USER_AGENT_MAX = 512
@@ -36,6 +39,8 @@ export interface IssuedSession {
   userId: number
   accessToken: string
   accessExpiresAt: Date
+  /** The access token's lifetime, s. */
+  accessExpiresIn: number
   refreshToken: string
   refreshExpiresAt: Date
 }
@@ -61,8 +66,8 @@ export function sessionsService (options: SessionsServiceDependencies) {
 
   async function issue (sessionId: string, user: { id: number, tokenVersion: number }, refresh: { token: string }, refreshExpiresAt: Date): Promise<IssuedSession> {
     const accessToken = jwt.sign({ sub: String(user.id), ver: user.tokenVersion, sid: sessionId })
-    const { exp } = jwt.decode<{ exp: number }>(accessToken)!
-    return { sessionId, userId: user.id, accessToken, accessExpiresAt: new Date(exp * 1000), refreshToken: refresh.token, refreshExpiresAt }
+    const { exp, iat } = jwt.decode<{ exp: number, iat: number }>(accessToken)!
+    return { sessionId, userId: user.id, accessToken, accessExpiresAt: new Date(exp * 1000), accessExpiresIn: exp - iat, refreshToken: refresh.token, refreshExpiresAt }
   }
 
   return {
@@ -73,7 +78,7 @@ export function sessionsService (options: SessionsServiceDependencies) {
       const sessionId = await sessions.create(user, refresh.hash, expiresAt, methods, device)
       // The account was deleted while its password was being checked.
       if (sessionId === undefined) throw new Unauthorized('The user no longer exists')
-      await options.activity.record(user.id, kind, device, kind === 'sign-in' ? methods.join('+') : null)
+      await options.activity.record(user.id, kind, device, kind === 'sign-in' ? methods.map(methodName).join('+') : null)
       return await issue(sessionId, user, refresh, expiresAt)
     },
 
