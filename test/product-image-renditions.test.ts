@@ -86,3 +86,19 @@ t.test('a decompression bomb: a small file claiming 100 megapixels gets no rendi
   t.equal((await app.inject(`/api/product/${id}/image`)).statusCode, 200, 'the original is still served')
   t.equal((await app.inject(`/api/product/${await pictured(await photo(50, 50))}/image?w=128`)).statusCode, 200, 'other renditions go on')
 })
+
+t.test('a URL that names the product\'s version is immutable; any other revalidates', async (t) => {
+  const id = await pictured(await photo(400, 300))
+  const { updatedAt } = (await app.inject(`/api/product/${id}`)).json()
+  for (const query of [`?v=${encodeURIComponent(updatedAt)}`, `?v=${encodeURIComponent(updatedAt)}&w=256`]) {
+    const res = await app.inject(`/api/product/${id}/image${query}`)
+    t.same([res.statusCode, res.headers['cache-control']], [200, 'public, max-age=31536000, immutable'], `${query}: immutable`)
+  }
+  for (const query of ['', '?v=2020-01-01T00:00:00.000Z', '?w=256']) {
+    t.equal((await app.inject(`/api/product/${id}/image${query}`)).headers['cache-control'], 'public, no-cache', `'${query}': revalidated`)
+  }
+  const form = new FormData()
+  form.append('image', new Blob([await photo(300, 300)]), 'image')
+  t.equal((await fetch(`${base}/api/product/${id}/image`, { method: 'POST', headers: me.auth, body: form })).status, 200, 'replaced')
+  t.equal((await app.inject(`/api/product/${id}/image?v=${encodeURIComponent(updatedAt)}`)).headers['cache-control'], 'public, no-cache', 'the old version\'s URL is no longer immutable')
+})

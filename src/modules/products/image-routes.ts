@@ -61,7 +61,10 @@ export const productImageRead: FastifyPluginAsyncTypebox<ProductImageReadOptions
   }, async (request, reply) => {
     // On errors too: a 404 or 416 read by another origin's page is as harmless as the image.
     reply.header('cross-origin-resource-policy', options.crossOriginResourcePolicy)
-    return await productImages.send(request, reply, await products.get(request.params.id), request.query.w)
+    const product = await products.get(request.params.id)
+    // A URL that names the product's version cannot name another image: cacheable for good.
+    const versioned = request.query.v !== undefined && request.query.v === product.updatedAt.toISOString()
+    return await productImages.send(request, reply, product, { width: request.query.w, versioned })
   })
 }
 

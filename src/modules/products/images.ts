@@ -206,10 +206,10 @@ export function productImages (options: ProductImagesOptions) {
      * Answers GET (and HEAD) of a product's image: strong ETag (the SHA-256) and
      * Last-Modified (a date no other image of the product has had), 304 when the client's copy is fresh, one byte range as 206 (several
      * ranges, a malformed header or a stale If-Range: the whole image, as RFC 9110 allows),
-     * 416 for a range past the end. With `width`, its WebP rendition that wide
+     * 416 for a range past the end; `versioned`: cacheable for a year, immutable. With `width`, its WebP rendition that wide
      * (renditions.ts), whole: small enough that ranges would buy nothing.
      */
-    async send (request: FastifyRequest, reply: FastifyReply, product: ProductImageRow, width?: RenditionWidth): Promise<FastifyReply> {
+    async send (request: FastifyRequest, reply: FastifyReply, product: ProductImageRow, { width, versioned = false }: { width?: RenditionWidth, versioned?: boolean } = {}): Promise<FastifyReply> {
       const { imageKey: key, imageType: type, imageSize: size, imageSha256: sha256, imageUpdatedAt: updatedAt } = product
       if (key === null || type === null || size === null || sha256 === null || updatedAt === null) {
         throw new NotFound(`Product ${product.id} has no image`)
@@ -221,8 +221,9 @@ export function productImages (options: ProductImagesOptions) {
       // second, which lags the clock when the event loop is late past a second's turn.
       const now = Date.now()
       const lastModified = updatedAt.getTime() <= now ? updatedAt.toUTCString() : undefined
-      // Revalidated on every use: the image may change under the same URL.
-      reply.header('etag', etag).header('cache-control', 'public, no-cache').header('date', new Date(now).toUTCString())
+      // Revalidated on every use, as the image may change under the same URL; unless the URL
+      // names the product's version (`?v=<updatedAt>`), which no other image ever has.
+      reply.header('etag', etag).header('cache-control', versioned ? 'public, max-age=31536000, immutable' : 'public, no-cache').header('date', new Date(now).toUTCString())
       if (lastModified !== undefined) reply.header('last-modified', lastModified)
       if (request.fresh()) return await reply.code(304).send()
       reply.header('x-content-type-options', 'nosniff')

@@ -62,7 +62,7 @@ export function catalogueQuery (csvMaxRows: number) {
 /** `GET /api/product/{id}/image`'s query: the width of a rendition (renditions.ts), and a client's own version. */
 export const ImageQuery = Type.Object({
   w: Type.Optional(Type.Unsafe<RenditionWidth>({ type: 'integer', enum: [...RENDITION_WIDTHS], description: 'a WebP rendition this many pixels wide, for a thumbnail at display size (absent: the original)', examples: [256] })),
-  v: Type.Optional(Type.String({ maxLength: 100, description: 'ignored: a version a client adds so that its cache never serves an earlier image (the web app sends the product\'s `updatedAt`)' }))
+  v: Type.Optional(Type.String({ maxLength: 100, description: 'the product\'s `updatedAt`: the URL then names this version of the image, answered `Cache-Control: public, max-age=31536000, immutable` (any other value: `public, no-cache`, revalidated)', examples: ['2026-11-23T20:05:00.000Z'] }))
 // Other parameters are ignored, as they were before `w`: cache-busting ones included.
 })
 
