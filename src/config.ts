@@ -184,7 +184,13 @@ const limits = Type.Object({
     env: 'RATE_LIMIT_AUTH_MAX',
     default: 20,
     minimum: 1,
-    description: 'requests that cost a bcrypt computation (registration, login, `PATCH /api/user/:id` with `currentPassword`, `DELETE /api/user/:id`) per client address per minute, all together (429 with Retry-After past it)'
+    description: 'requests that cost a bcrypt computation (registration, login, the password reset, `PATCH /api/user/:id` with `currentPassword`, `DELETE /api/user/:id`, the factor changes that check the current password) per client address per minute, all together (429 with Retry-After past it); the second step and passkeys have their own (`RATE_LIMIT_SECOND_STEP_MAX`)'
+  }),
+  secondStepMax: Type.Integer({
+    env: 'RATE_LIMIT_SECOND_STEP_MAX',
+    default: 30,
+    minimum: 1,
+    description: 'sign-ins completed by a code or a passkey (`POST /api/auth/mfa/totp`, `/api/auth/mfa/passkey`, `/api/auth/passkey/login`) per client address per minute, apart from `RATE_LIMIT_AUTH_MAX` (429 with Retry-After past it); a wrong code also counts against the account\'s `LOGIN_FAILURES_MAX`. Passkey options spend neither: each client address holds at most 50 live challenges'
   }),
   loginFailuresMax: Type.Integer({
     env: 'LOGIN_FAILURES_MAX',

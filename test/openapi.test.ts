@@ -266,7 +266,7 @@ t.test('each route answers every status it documents, and documents every status
   // one product and 1 KiB of images per user, one refresh a minute per session.
   const limited = await build(t, {
     databaseUrl: app.databaseUrl,
-    env: { RATE_LIMIT_AUTH_MAX: '1', PRODUCTS_MAX_PER_USER: '1', IMAGE_MAX_BYTES: '1024', IMAGE_BYTES_MAX_PER_USER: '1024', REFRESH_MIN_INTERVAL_MS: '60000' },
+    env: { RATE_LIMIT_AUTH_MAX: '1', RATE_LIMIT_SECOND_STEP_MAX: '1', PRODUCTS_MAX_PER_USER: '1', IMAGE_MAX_BYTES: '1024', IMAGE_BYTES_MAX_PER_USER: '1024', REFRESH_MIN_INTERVAL_MS: '60000' },
     tuning: { accountChanges: { max: 1 }, keyFailures: { max: 1 } }
   })
   // A database that does not exist on the same server: every query fails as with a database that is down.
@@ -321,8 +321,16 @@ t.test('each route answers every status it documents, and documents every status
       await limited.inject({ method: 'POST', url: '/api/auth/login', payload: { username: 'nobody-at-all', password: 'x' } })
       await limited.inject({ method: 'PATCH', url: `/api/user/${budgetUser.id}`, headers: budgetUser.auth, payload: { email: newUser().email, currentPassword: budgetUser.password } })
       await limited.inject({ method: 'GET', url: '/api/admin/users', headers: WRONG_ADMIN })
+      await limited.inject({ method: 'POST', url: '/api/auth/mfa/totp', payload: { mfaToken: UNKNOWN_TICKET, code: '123456' } })
     }
     return await run()
+  }
+  // Passkey options spend no rate budget: each client address holds a bounded number of live
+  // challenges. Here one: the second ask is the 429.
+  const fewChallenges = await build(t, { databaseUrl: app.databaseUrl, tuning: { challenges: { perOwner: 1 } } })
+  async function secondChallenge (ask: () => Promise<LightMyRequestResponse>) {
+    await ask()
+    return await ask()
   }
   const budgetUser = await verifiedUser(app)
 
@@ -425,7 +433,10 @@ t.test('each route answers every status it documents, and documents every status
       401: () => app.inject({ method: 'POST', url: '/api/auth/mfa/passkey/options', payload: { mfaToken: UNKNOWN_TICKET } }),
       413: () => app.inject({ method: 'POST', url: '/api/auth/mfa/passkey/options', payload: { mfaToken: 'x'.repeat(2_000_000) } }),
       415: () => app.inject({ method: 'POST', url: '/api/auth/mfa/passkey/options', ...text }),
-      429: () => overBudget(() => limited.inject({ method: 'POST', url: '/api/auth/mfa/passkey/options', payload: { mfaToken: UNKNOWN_TICKET } })),
+      429: async () => {
+        const mfaToken = (await fewChallenges.inject({ method: 'POST', url: '/api/auth/login', payload: { username: mfaUser.username, password: mfaUser.password } })).json().mfaToken as string
+        return await secondChallenge(() => fewChallenges.inject({ method: 'POST', url: '/api/auth/mfa/passkey/options', payload: { mfaToken } }))
+      },
       500: () => failing(app.identity.factors, 'secondStepPasskeyOptions', () => app.inject({ method: 'POST', url: '/api/auth/mfa/passkey/options', payload: { mfaToken: UNKNOWN_TICKET } })),
       503: () => noRedis.inject({ method: 'POST', url: '/api/auth/mfa/passkey/options', payload: { mfaToken: UNKNOWN_TICKET } })
     },
@@ -442,7 +453,7 @@ t.test('each route answers every status it documents, and documents every status
     },
     'POST /api/auth/passkey/options': {
       200: () => app.inject({ method: 'POST', url: '/api/auth/passkey/options' }),
-      429: () => overBudget(() => limited.inject({ method: 'POST', url: '/api/auth/passkey/options' })),
+      429: () => secondChallenge(() => fewChallenges.inject({ method: 'POST', url: '/api/auth/passkey/options' })),
       500: () => failing(app.identity.factors, 'signInOptions', () => app.inject({ method: 'POST', url: '/api/auth/passkey/options' })),
       503: () => noRedis.inject({ method: 'POST', url: '/api/auth/passkey/options' })
     },

@@ -16,6 +16,7 @@ export const TEST_ENV: Record<string, string> = {
   SECRET: TEST_SECRET,
   BCRYPT_COST: '4',
   RATE_LIMIT_AUTH_MAX: '1000',
+  RATE_LIMIT_SECOND_STEP_MAX: '1000',
   // No load shedding: on a shared machine a starved test process could shed the requests
   // another test measures; test/operations/load-shedding.test.ts turns it on.
   MAX_EVENT_LOOP_DELAY_MS: '0',

@@ -127,3 +127,28 @@ t.test('password-reset e-mails per address: 10 requests at once, split over two 
   t.equal(resets(), 3, 'three e-mails, counted in Redis for both replicas')
   t.ok(await redis.client.exists(`${redis.prefix}attempts:password-resets:address:${user.email.toLowerCase()}`), 'the count is in Redis')
 })
+
+t.test('the budgets match their names: passkey options spend none, the second step its own, each shared across replicas', async (t) => {
+  const redis = await testRedis(t)
+  if (redis === undefined) return
+  const [a, b] = await replicas(t, redis, { RATE_LIMIT_AUTH_MAX: '3', RATE_LIMIT_SECOND_STEP_MAX: '2' })
+  const user = newUser()
+  t.equal((await a.inject({ method: 'POST', url: '/api/user', payload: user, remoteAddress: '10.9.0.9' })).statusCode, 201)
+
+  // A page that asks for passkey options on every visit, well past RATE_LIMIT_AUTH_MAX.
+  const client = '10.9.0.1'
+  const options = await Promise.all(Array.from({ length: 12 }, (_, i) => (i % 2 === 0 ? a : b).inject({ method: 'POST', url: '/api/auth/passkey/options', remoteAddress: client })))
+  t.same([...new Set(options.map((r) => r.statusCode))], [200], '12 options, all answered')
+  const logins = [await a.inject(login(user.username, user.password, client)), await b.inject(login(user.username, user.password, client)), await a.inject(login(user.username, user.password, client))]
+  t.same(logins.map((r) => r.statusCode), [200, 200, 200], 'and the client\'s logins are all still there')
+  assertProblem(t, await b.inject(login(user.username, user.password, client)), 429, 'RATE_LIMITED')
+
+  // The second step: its own count, on both replicas, from a client whose logins are spent.
+  const step = (app: TestApp) => app.inject({ method: 'POST', url: '/api/auth/mfa/totp', payload: { mfaToken: 'A'.repeat(43), code: '123456' }, remoteAddress: client })
+  t.same([(await step(a)).statusCode, (await step(b)).statusCode], [401, 401], 'two tries at a code, though the logins are spent')
+  const refused = await step(a)
+  assertProblem(t, refused, 429, 'RATE_LIMITED')
+  t.ok(Number(refused.headers['retry-after']) > 0, 'with Retry-After')
+  assertProblem(t, await b.inject({ method: 'POST', url: '/api/auth/passkey/login', payload: { response: { id: 'x', rawId: 'x', type: 'public-key', response: { clientDataJSON: 'x', authenticatorData: 'x', signature: 'x' }, clientExtensionResults: {} } }, remoteAddress: client }), 429, 'RATE_LIMITED')
+  t.equal((await a.inject({ method: 'POST', url: '/api/auth/mfa/totp', payload: { mfaToken: 'A'.repeat(43), code: '123456' }, remoteAddress: '10.9.0.2' })).statusCode, 401, 'another client has its own')
+})

@@ -1,7 +1,6 @@
 /**
- * The two budgets of sign-in, both on AttemptStores (src/lib/attempts.ts): the account's
- * budget of password guesses (`accountLimiter`) and the client's budget of requests that
- * cost a bcrypt computation (`authBudget`).
+ * The budgets of sign-in, on AttemptStores (src/lib/attempts.ts): the account's budget of
+ * password and code guesses (`accountLimiter`) and the client's budgets (`clientBudget`).
  *
  * Per-account limit on password guesses, on top of the per-client limit of the auth
  * routes: at most `loginFailuresMax` guesses at one account's password are *evaluated* per
@@ -52,24 +51,32 @@ export function accountLimiter (options: AccountLimitOptions, store?: AttemptSto
 }
 
 /**
- * The per-client budget of requests that cost a bcrypt computation (RATE_LIMIT_AUTH_MAX a
- * minute per client address): registration (POST /api/user and
- * POST /api/auth/register), login, and the changes of the own record that check a password
- * (PATCH /api/user/:id with `password`, DELETE /api/user/:id). One store and one count for
- * all of them: the README's "20 a minute" is the total, not 20 per route.
+ * The per-client budgets, each its own count a minute per client address (the key as
+ * @fastify/rate-limit forms it: IPv6 grouped by /64):
+ * - `authBudget`, RATE_LIMIT_AUTH_MAX: the requests that cost a bcrypt computation:
+ *   registration (POST /api/user and POST /api/auth/register), login, the password reset's
+ *   two routes, and the changes that check the current password (PATCH /api/user/:id with
+ *   `currentPassword`, DELETE /api/user/:id, the factor changes that need it). One count for
+ *   all of them: the README's "20 a minute" is the total, not 20 per route.
+ * - `secondStepBudget`, RATE_LIMIT_SECOND_STEP_MAX: the attempts that complete a sign-in
+ *   without a password (a code or a passkey after the password, a passkey alone). Their
+ *   own count, so that a user's tries at a code never use up their logins; a wrong code
+ *   also spends a guess of the account's budget (`accountLimiter`).
+ * The passkey options (the challenges a page asks for when it loads) spend neither: each
+ * live challenge is bounded per client address where it is stored (challenges.ts,
+ * CHALLENGES_PER_CLIENT), so a page that asks on every visit never locks its user out.
  *
  * On an AttemptStore (src/lib/attempts.ts) rather than @fastify/rate-limit's route limits:
  * those keep one store per route, and its in-memory store hands every concurrent request
  * the same mutable counter, read after an await, so requests sent at once all saw the
- * last count (four at once with three left: four 429s). The key is the client address as
- * @fastify/rate-limit forms it (IPv6 grouped by /64).
+ * last count (four at once with three left: four 429s).
  */
-/** The window of the budget, in ms: a budget per minute reads as a rate ("20 a minute"). */
+/** The window of the budgets, in ms: a budget per minute reads as a rate ("20 a minute"). */
 export const AUTH_WINDOW_MS = 60_000
 
-export interface AuthBudgetOptions {
-  /** Requests per client address per AUTH_WINDOW_MS (RATE_LIMIT_AUTH_MAX). */
-  authMax: number
+export interface ClientBudgetOptions {
+  /** Requests per client address per AUTH_WINDOW_MS. */
+  max: number
   store?: AttemptStore
 }
 
@@ -78,7 +85,7 @@ const TooManyRequests = createError('RATE_LIMITED', 'Too many requests; retry in
 /** Spends one request of the client's budget, or throws 429 (with Retry-After) when it is used up. */
 export type AuthBudget = (request: FastifyRequest, reply: FastifyReply) => Promise<void>
 
-export function authBudget (options: AuthBudgetOptions): AuthBudget {
-  const requests = budget({ max: options.authMax, timeWindow: AUTH_WINDOW_MS, store: options.store, refusal: (seconds) => new TooManyRequests(seconds) })
+export function clientBudget (options: ClientBudgetOptions): AuthBudget {
+  const requests = budget({ max: options.max, timeWindow: AUTH_WINDOW_MS, store: options.store, refusal: (seconds) => new TooManyRequests(seconds) })
   return async (request, reply) => { await requests.spend(`client:${normalizeIP(request.ip)}`, reply) }
 }

@@ -15,7 +15,7 @@ import type { SessionModeValue, SessionResultBody } from '../../lib/session-sche
 import { attemptStore } from '../../plugins/redis-attempts.js'
 import { prepareSecurityNotice, SECURITY_NOTICE_KIND, SECURITY_NOTICE_WINDOW_MS, type SecurityNotice } from '../mail/index.js'
 import { authenticator } from './authenticate.js'
-import { accountLimiter, authBudget as createAuthBudget, type AuthBudget } from './budgets.js'
+import { accountLimiter, clientBudget, type AuthBudget } from './budgets.js'
 import { MemoryChallengeStore, RedisChallengeStore } from './challenges.js'
 import { deliverSession, sessionCookies, type SessionCookies } from './cookies.js'
 import { originCheck as createOriginCheck, type OriginCheck } from './csrf.js'
@@ -30,6 +30,8 @@ import { passwordChecks, type PasswordChecks } from './sign-in.js'
 export interface Identity extends PasswordChecks {
   /** The per-client budget of bcrypt-costing requests (RATE_LIMIT_AUTH_MAX), an `onRequest` hook. */
   authBudget: AuthBudget
+  /** The per-client budget of sign-ins completed by a code or a passkey (RATE_LIMIT_SECOND_STEP_MAX), an `onRequest` hook. */
+  secondStepBudget: AuthBudget
   /** The CSRF check of browser requests (csrf.ts). */
   originCheck: OriginCheck
   sessions: SessionsService
@@ -54,7 +56,7 @@ declare module 'fastify' {
 
 export interface IdentityOptions {
   auth: AuthSettings
-  limits: Pick<LimitsSettings, 'authMax' | 'loginFailuresMax' | 'loginFailuresWindowMs'>
+  limits: Pick<LimitsSettings, 'authMax' | 'secondStepMax' | 'loginFailuresMax' | 'loginFailuresWindowMs'>
   /** Tests only: smaller bounds and a clock (src/app.ts, `Tuning`). */
   tuning?: {
     /** Rotated refresh tokens kept per session (repository.ts). */
@@ -81,7 +83,8 @@ async function identity (app: FastifyInstance, options: IdentityOptions): Promis
   // One budget of password guesses per account (login, second steps, current-password checks),
   // one of bcrypt-costing requests per client; in Redis when configured.
   const guesses = accountLimiter(limits, attemptStore(app.redis, 'guesses'))
-  const authBudget = createAuthBudget({ ...limits, store: attemptStore(app.redis, 'auth') })
+  const authBudget = clientBudget({ max: limits.authMax, store: attemptStore(app.redis, 'auth') })
+  const secondStepBudget = clientBudget({ max: limits.secondStepMax, store: attemptStore(app.redis, 'second-step') })
   const activity = securityActivity(app.prisma)
   const passwords = passwordChecks({ users: app.usersRepository, passwords: app.passwords, guesses, authBudget, requireVerifiedEmail: auth.requireVerifiedEmail, activity })
   const sessions = sessionsService({ sessions: sessionRows, jwt: app.jwt, refreshTtlMs: auth.refreshTokenTtlMs, activity })
@@ -118,6 +121,7 @@ async function identity (app: FastifyInstance, options: IdentityOptions): Promis
   app.decorate('identity', {
     ...passwords,
     authBudget,
+    secondStepBudget,
     originCheck,
     sessions,
     cookies,

@@ -168,7 +168,7 @@ const authRoutes: FastifyPluginAsyncTypebox = async (app) => {
   }
 
   routes.post('/mfa/totp', {
-    onRequest: identity.authBudget,
+    onRequest: identity.secondStepBudget,
     schema: {
       operationId: 'completeLoginWithCode',
       tags: ['auth'],
@@ -187,7 +187,6 @@ const authRoutes: FastifyPluginAsyncTypebox = async (app) => {
   })
 
   routes.post('/mfa/passkey/options', {
-    onRequest: identity.authBudget,
     schema: {
       operationId: 'secondStepPasskeyOptions',
       tags: ['auth'],
@@ -199,7 +198,7 @@ const authRoutes: FastifyPluginAsyncTypebox = async (app) => {
   }, async (request, reply) => await identity.factors.secondStepPasskeyOptions(request.body.mfaToken, reply))
 
   routes.post('/mfa/passkey', {
-    onRequest: identity.authBudget,
+    onRequest: identity.secondStepBudget,
     schema: {
       operationId: 'completeLoginWithPasskey',
       tags: ['auth'],
@@ -214,7 +213,6 @@ const authRoutes: FastifyPluginAsyncTypebox = async (app) => {
   })
 
   routes.post('/passkey/options', {
-    onRequest: identity.authBudget,
     schema: {
       operationId: 'passkeySignInOptions',
       tags: ['auth'],
@@ -226,7 +224,7 @@ const authRoutes: FastifyPluginAsyncTypebox = async (app) => {
   }, async (_request, reply) => await identity.factors.signInOptions(reply))
 
   routes.post('/passkey/login', {
-    onRequest: identity.authBudget,
+    onRequest: identity.secondStepBudget,
     schema: {
       operationId: 'passkeySignIn',
       tags: ['auth'],
