@@ -8,7 +8,12 @@
  *   physical limit the service reaches;
  * - `fastify`: bench/servers/fastify-floor.ts, that read as one bare Fastify route: the
  *   framework's own share;
- * - `cookie`: the working tree, the token sent in the access cookie instead of the header.
+ * - `cookie`: the working tree, the token sent in the access cookie instead of the header;
+ * - `jwt-floor`: bench/servers/fastify-jwt-floor.ts, the floor with the service's token check
+ *   (@fastify/jwt, the owner check, one read, a response schema): the 85% target's base;
+ * - `compiled`, `compiled-system`: the working tree compiled (`npm run build` first:
+ *   dist/server.js, as the image runs it) on the bench's Node (npm scripts: Node 24) and on
+ *   the machine's own (AB_SYSTEM_NODE, /usr/bin/node by default).
  *
  * Two figures per run, because the machine is shared and throughput swings with it:
  * - req/s (autocannon, 50 connections), compared within a pass;
@@ -77,18 +82,24 @@ async function readers (databaseUrl: string): Promise<BenchUser[]> {
 }
 
 /** What runs for one AB_TREES entry: a version of the service, or one of the named variants. */
-interface Variant extends ServiceTree { entry: string, requests: (users: readonly BenchUser[]) => ReturnType<typeof getUserRequests> }
+interface Variant extends ServiceTree { entry: string, node?: string, requests: (users: readonly BenchUser[]) => ReturnType<typeof getUserRequests> }
+
+/** The machine's own Node (the one npm runs on), for `compiled-system`. */
+const SYSTEM_NODE = process.env.AB_SYSTEM_NODE ?? '/usr/bin/node'
 
 function variant (spec: string | undefined): Variant {
   if (spec === undefined) return { ...workingTree(), entry: 'src/server.ts', requests: getUserRequests }
   if (spec === 'floor') return { ...workingTree(), name: 'floor', entry: 'bench/servers/floor.ts', requests: getUserRequests }
   if (spec === 'fastify') return { ...workingTree(), name: 'fastify', entry: 'bench/servers/fastify-floor.ts', requests: getUserRequests }
   if (spec === 'cookie') return { ...workingTree(), name: 'cookie', entry: 'src/server.ts', requests: getUserCookieRequests }
+  if (spec === 'jwt-floor') return { ...workingTree(), name: 'jwt-floor', entry: 'bench/servers/fastify-jwt-floor.ts', requests: getUserRequests }
+  if (spec === 'compiled') return { ...workingTree(), name: `compiled (Node ${process.versions.node})`, entry: 'dist/server.js', requests: getUserRequests }
+  if (spec === 'compiled-system') return { ...workingTree(), name: `compiled (${SYSTEM_NODE})`, entry: 'dist/server.js', node: SYSTEM_NODE, requests: getUserRequests }
   return { ...prepareTree(spec), entry: 'src/server.ts', requests: getUserRequests }
 }
 
 async function measure (tree: Variant, env: Record<string, string>, databaseUrl: string, users: readonly BenchUser[]): Promise<Run> {
-  const service = await startServer({ entry: tree.entry, cwd: tree.dir, env: { ...serviceEnv(databaseUrl), ...env }, readyPath: '/health/live' })
+  const service = await startServer({ entry: tree.entry, node: tree.node, cwd: tree.dir, env: { ...serviceEnv(databaseUrl), ...env }, readyPath: '/health/live' })
   try {
     const requests = tree.requests(users)
     await load({ url: service.url, connections: READERS, seconds: 2, requests })

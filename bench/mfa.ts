@@ -101,7 +101,7 @@ try {
     account.lastStep = step()
     expect('confirm', await post(base, '/api/security/totp/confirm', { code: generateSync({ secret: account.secret, epoch: account.lastStep * STEP_SECONDS }) }, token), 200)
     const authenticator = new SoftAuthenticator()
-    const options = expect('passkey options', await post(base, '/api/security/passkeys/options', {}, token), 200)
+    const options = expect('passkey options', await post(base, '/api/security/passkey/options', {}, token), 200)
     expect('passkey', await post(base, '/api/security/passkeys', { response: authenticator.register(options.data, ORIGIN) }, token), 201)
     account.authenticator = authenticator
   })

@@ -244,7 +244,7 @@ export async function run (baseUrl: string, adminKey: string, png: Uint8Array<Ar
   const fresh = await api.POST('/api/security/recovery-codes', { body: { currentPassword: password }, headers: bearer() })
   note('regenerateRecoveryCodes', fresh.response)
   seen.values.freshCodes = fresh.data?.recoveryCodes.length ?? null
-  const keyOptions = await api.POST('/api/security/passkeys/options', { body: { currentPassword: password }, headers: bearer() })
+  const keyOptions = await api.POST('/api/security/passkey/options', { body: { currentPassword: password }, headers: bearer() })
   note('passkeyRegistrationOptions', keyOptions.response)
   seen.values.rpId = keyOptions.data?.rp.id ?? null
   const formerOptions = await api.POST('/api/security/passkey-options', { body: { currentPassword: password }, headers: bearer() })

@@ -106,7 +106,7 @@ t.test('every operation has a stable, unique camelCase operationId', async (t) =
     'POST /api/security/totp/confirm': 'confirmTotp',
     'POST /api/security/totp/disable': 'disableTotp',
     'POST /api/security/recovery-codes': 'regenerateRecoveryCodes',
-    'POST /api/security/passkeys/options': 'passkeyRegistrationOptions',
+    'POST /api/security/passkey/options': 'passkeyRegistrationOptions',
     'POST /api/security/passkey-options': 'passkeyRegistrationOptionsDeprecated',
     'POST /api/security/passkeys': 'registerPasskey',
     'PATCH /api/security/passkeys/{id}': 'renamePasskey',
@@ -220,8 +220,8 @@ t.test('deprecated names: marked in the document, answered as their successors w
     .filter(([, operation]) => (operation as { deprecated?: boolean }).deprecated === true).map(([method]) => `${method.toUpperCase()} ${path}`))
   t.same(deprecated, ['POST /api/security/passkey-options'], 'the one deprecated path')
   const alias = doc.paths['/api/security/passkey-options']!.post! as Operation & { description?: string }
-  const successor = doc.paths['/api/security/passkeys/options']!.post!
-  t.match(alias.description, /^Deprecated: use POST \/api\/security\/passkeys\/options instead; removed on 2027-06-01\./)
+  const successor = doc.paths['/api/security/passkey/options']!.post!
+  t.match(alias.description, /^Deprecated: use POST \/api\/security\/passkey\/options instead; removed on 2027-06-01\./)
   t.same(Object.keys(alias.responses), Object.keys(successor.responses), 'the same statuses')
   t.same(alias.requestBody, successor.requestBody, 'the same body')
   t.same(Object.keys(alias.responses['200']!.headers ?? {}).sort(), ['Deprecation', 'Link', 'Sunset', 'X-Request-Id'])
@@ -232,8 +232,8 @@ t.test('deprecated names: marked in the document, answered as their successors w
   t.match(methods, /"const":"recovery-code","deprecated":true|"deprecated":true[^}]*"recovery-code"|"recovery-code"[^}]*"deprecated":true/, 'the method `recovery-code`')
 
   const user = await verifiedUser(app)
-  const headers = { deprecation: '@1795824000', sunset: 'Tue, 01 Jun 2027 00:00:00 GMT', link: '</api/security/passkeys/options>; rel="successor-version"' }
-  const [now, old] = await Promise.all(['/api/security/passkeys/options', '/api/security/passkey-options'].map(async (url) =>
+  const headers = { deprecation: '@1795824000', sunset: 'Tue, 01 Jun 2027 00:00:00 GMT', link: '</api/security/passkey/options>; rel="successor-version"' }
+  const [now, old] = await Promise.all(['/api/security/passkey/options', '/api/security/passkey-options'].map(async (url) =>
     await app.inject({ method: 'POST', url, headers: user.auth, payload: { currentPassword: user.password } })))
   t.equal(now!.statusCode, 200)
   t.equal(old!.statusCode, 200)
@@ -350,7 +350,7 @@ t.test('each route answers every status it documents, and documents every status
   }
   /** A new passkey of `session`'s user: its id in the API and its credential id. */
   async function addPasskey (session: Session, authenticator = soft): Promise<{ id: string, credentialId: string }> {
-    const options = (await app.inject({ method: 'POST', url: '/api/security/passkeys/options', headers: session.auth, payload: { currentPassword: session.password } })).json()
+    const options = (await app.inject({ method: 'POST', url: '/api/security/passkey/options', headers: session.auth, payload: { currentPassword: session.password } })).json()
     const response = authenticator.register(options, origin)
     return { id: (await app.inject({ method: 'POST', url: '/api/security/passkeys', headers: session.auth, payload: { response, currentPassword: session.password } })).json().id, credentialId: response.id }
   }
@@ -525,14 +525,14 @@ t.test('each route answers every status it documents, and documents every status
       500: () => failing(app.identity.factors, 'regenerateRecoveryCodes', () => app.inject({ method: 'POST', url: '/api/security/recovery-codes', headers: me.auth, payload: { currentPassword: me.password } })),
       503: () => down.inject({ method: 'POST', url: '/api/security/recovery-codes', headers: me.auth, payload: { currentPassword: me.password } })
     },
-    'POST /api/security/passkeys/options': registrationOptions('/api/security/passkeys/options'),
+    'POST /api/security/passkey/options': registrationOptions('/api/security/passkey/options'),
     'POST /api/security/passkey-options': registrationOptions('/api/security/passkey-options'),
     'POST /api/security/passkeys': {
-      201: async () => { const options = (await app.inject({ method: 'POST', url: '/api/security/passkeys/options', headers: me.auth, payload: { currentPassword: me.password } })).json(); return await app.inject({ method: 'POST', url: '/api/security/passkeys', headers: me.auth, payload: { response: soft.register(options, origin), name: 'Laptop', currentPassword: me.password } }) },
-      400: async () => { const options = (await app.inject({ method: 'POST', url: '/api/security/passkeys/options', headers: me.auth, payload: { currentPassword: me.password } })).json(); return await app.inject({ method: 'POST', url: '/api/security/passkeys', headers: me.auth, payload: { response: new SoftAuthenticator().register(options, 'https://evil.example'), currentPassword: me.password } }) },
+      201: async () => { const options = (await app.inject({ method: 'POST', url: '/api/security/passkey/options', headers: me.auth, payload: { currentPassword: me.password } })).json(); return await app.inject({ method: 'POST', url: '/api/security/passkeys', headers: me.auth, payload: { response: soft.register(options, origin), name: 'Laptop', currentPassword: me.password } }) },
+      400: async () => { const options = (await app.inject({ method: 'POST', url: '/api/security/passkey/options', headers: me.auth, payload: { currentPassword: me.password } })).json(); return await app.inject({ method: 'POST', url: '/api/security/passkeys', headers: me.auth, payload: { response: new SoftAuthenticator().register(options, 'https://evil.example'), currentPassword: me.password } }) },
       401: () => app.inject({ method: 'POST', url: '/api/security/passkeys', payload: {} }),
       403: () => app.inject({ method: 'POST', url: '/api/security/passkeys', headers: evil(me), payload: {} }),
-      409: async () => { const options = (await app.inject({ method: 'POST', url: '/api/security/passkeys/options', headers: other.auth, payload: { currentPassword: other.password } })).json(); return await app.inject({ method: 'POST', url: '/api/security/passkeys', headers: other.auth, payload: { response: new SoftAuthenticator().register(options, origin, { credentialId }), currentPassword: other.password } }) },
+      409: async () => { const options = (await app.inject({ method: 'POST', url: '/api/security/passkey/options', headers: other.auth, payload: { currentPassword: other.password } })).json(); return await app.inject({ method: 'POST', url: '/api/security/passkeys', headers: other.auth, payload: { response: new SoftAuthenticator().register(options, origin, { credentialId }), currentPassword: other.password } }) },
       413: () => app.inject({ method: 'POST', url: '/api/security/passkeys', headers: me.auth, payload: { name: 'x'.repeat(2_000_000) } }),
       429: () => overBudget(() => limited.inject({ method: 'POST', url: '/api/security/passkeys', headers: budgetUser.auth, payload: { response: strayRegistration, currentPassword: budgetUser.password } })),
       415: () => app.inject({ method: 'POST', url: '/api/security/passkeys', headers: { ...me.auth, ...text.headers }, payload: text.payload }),
@@ -875,7 +875,7 @@ t.test('each route answers every status it documents, and documents every status
     'POST /api/security/totp': ['/api/security/totp', me.auth],
     'POST /api/security/totp/confirm': ['/api/security/totp/confirm', me.auth],
     'POST /api/security/recovery-codes': ['/api/security/recovery-codes', me.auth],
-    'POST /api/security/passkeys/options': ['/api/security/passkeys/options', me.auth],
+    'POST /api/security/passkey/options': ['/api/security/passkey/options', me.auth],
     'POST /api/security/passkey-options': ['/api/security/passkey-options', me.auth],
     'POST /api/security/totp/disable': ['/api/security/totp/disable', me.auth],
     'POST /api/security/passkeys': ['/api/security/passkeys', me.auth],

@@ -60,7 +60,7 @@ type SignedUp = Awaited<ReturnType<typeof signedUp>>
 /** Adds a passkey of `authenticator` to the signed-in user, with their password: the 201's body. */
 async function addPasskey ({ call }: Server, me: SignedUp, authenticator: SoftAuthenticator, name?: string) {
   const { token, password: currentPassword } = me
-  const options = await call('POST', '/api/security/passkeys/options', { currentPassword }, token)
+  const options = await call('POST', '/api/security/passkey/options', { currentPassword }, token)
   if (options.status !== 200) throw new Error(`options: ${options.status} ${options.body}`)
   const response = authenticator.register(options.data as PublicKeyCredentialCreationOptionsJSON, ORIGIN)
   const added = await call('POST', '/api/security/passkeys', { response, currentPassword, ...(name === undefined ? {} : { name }) }, token)
@@ -86,7 +86,7 @@ t.test('register a passkey, list, rename, delete', async (t) => {
   const me = await signedUp(server)
   const authenticator = new SoftAuthenticator()
 
-  const options = await call('POST', '/api/security/passkeys/options', { currentPassword: me.password }, me.token)
+  const options = await call('POST', '/api/security/passkey/options', { currentPassword: me.password }, me.token)
   t.equal(options.status, 200, options.body)
   const creation = options.data as PublicKeyCredentialCreationOptionsJSON
   t.equal(creation.rp.id, 'localhost', 'the RP id: the host of PUBLIC_URL')
@@ -105,7 +105,7 @@ t.test('register a passkey, list, rename, delete', async (t) => {
   t.same(security.data.passkeys.map((p: { id: string }) => p.id), [added.data.id], 'listed')
   t.same(security.data.totp, { enabled: false, enabledAt: null })
 
-  const again = await call('POST', '/api/security/passkeys/options', { currentPassword: me.password }, me.token)
+  const again = await call('POST', '/api/security/passkey/options', { currentPassword: me.password }, me.token)
   t.same((again.data as PublicKeyCredentialCreationOptionsJSON).excludeCredentials?.map((c) => c.id), [response.id], 'the next options exclude it')
   t.throws(() => authenticator.register(again.data, ORIGIN), /InvalidStateError/, 'so the same authenticator does not register twice')
 
@@ -126,7 +126,7 @@ t.test('register a passkey, list, rename, delete', async (t) => {
   t.same(after.data.passkeys.map((p: { id: string }) => p.id), [second.id], 'one left')
   assertProblem(t, await call('DELETE', `/api/security/passkeys/${added.data.id}`, undefined, me.token), 404, 'NOT_FOUND')
 
-  const phished = new SoftAuthenticator().register((await call('POST', '/api/security/passkeys/options', { currentPassword: me.password }, me.token)).data, 'https://evil.example')
+  const phished = new SoftAuthenticator().register((await call('POST', '/api/security/passkey/options', { currentPassword: me.password }, me.token)).data, 'https://evil.example')
   const refused = await call('POST', '/api/security/passkeys', { response: phished, currentPassword: me.password }, me.token)
   t.match(assertProblem(t, refused, 400, 'PASSKEY_NOT_REGISTERED').detail, /origin/, 'a registration made on another origin')
 })
@@ -295,7 +295,7 @@ t.test('replicas: options from one, verification on the other', async (t) => {
     const b = await start(t, { env, databaseUrl })
     const me = await signedUp(a)
     const authenticator = new SoftAuthenticator()
-    const creation = await a.call('POST', '/api/security/passkeys/options', { currentPassword: me.password }, me.token)
+    const creation = await a.call('POST', '/api/security/passkey/options', { currentPassword: me.password }, me.token)
     const added = await b.call('POST', '/api/security/passkeys', { response: authenticator.register(creation.data, ORIGIN), currentPassword: me.password }, me.token)
     t.equal(added.status, 201, `registered on B with A's options: ${added.body}`)
     const request = await a.call('POST', '/api/auth/passkey/options', {})
@@ -314,7 +314,7 @@ t.test('replicas: options from one, verification on the other', async (t) => {
     const response = authenticator.authenticate(request.data, ORIGIN)
     t.match(assertProblem(t, await b.call('POST', '/api/auth/passkey/login', { response }), 401, 'PASSKEY_REFUSED').detail, /challenge/, 'sign-in: B never issued the challenge')
     t.equal((await a.call('POST', '/api/auth/passkey/login', { response })).status, 200, 'A, which issued it, accepts the same assertion')
-    const creation = await a.call('POST', '/api/security/passkeys/options', { currentPassword: me.password }, me.token)
+    const creation = await a.call('POST', '/api/security/passkey/options', { currentPassword: me.password }, me.token)
     const added = await b.call('POST', '/api/security/passkeys', { response: new SoftAuthenticator().register(creation.data, ORIGIN), currentPassword: me.password }, me.token)
     assertProblem(t, added, 400, 'PASSKEY_NOT_REGISTERED')
   })
@@ -322,7 +322,7 @@ t.test('replicas: options from one, verification on the other', async (t) => {
 
 /** A registration of `authenticator` made with fresh options, as `call` crafts it: the answer to POST /api/security/passkeys. */
 async function registerWith ({ call }: Server, me: SignedUp, authenticator: SoftAuthenticator, how: RegisterCall = {}) {
-  const options = await call('POST', '/api/security/passkeys/options', { currentPassword: me.password }, me.token)
+  const options = await call('POST', '/api/security/passkey/options', { currentPassword: me.password }, me.token)
   if (options.status !== 200) throw new Error(`options: ${options.status} ${options.body}`)
   return await call('POST', '/api/security/passkeys', { response: authenticator.register(options.data, ORIGIN, how), currentPassword: me.password }, me.token)
 }
@@ -368,13 +368,13 @@ t.test('at most 20 passkeys a user: the options and the registration past it are
   const server = await start(t)
   const me = await signedUp(server)
   for (let i = 0; i < 19; i++) await addPasskey(server, me, new SoftAuthenticator())
-  const [a, b] = await Promise.all([1, 2].map(async () => (await server.call('POST', '/api/security/passkeys/options', { currentPassword: me.password }, me.token)).data))
+  const [a, b] = await Promise.all([1, 2].map(async () => (await server.call('POST', '/api/security/passkey/options', { currentPassword: me.password }, me.token)).data))
   const raced = await Promise.all([a, b].map(async (options) => await server.call('POST', '/api/security/passkeys', { response: new SoftAuthenticator().register(options, ORIGIN), currentPassword: me.password }, me.token)))
   t.same(raced.map((r) => r.status).sort(), [201, 409], 'two registrations at 19: one is the 20th, the other refused')
   t.match(assertProblem(t, raced.find((r) => r.status === 409)!, 409, 'PASSKEY_QUOTA_EXCEEDED').detail, /20 passkeys/)
   const security = await server.call('GET', '/api/security', undefined, me.token)
   t.equal(security.data.passkeys.length, 20)
-  assertProblem(t, await server.call('POST', '/api/security/passkeys/options', { currentPassword: me.password }, me.token), 409, 'PASSKEY_QUOTA_EXCEEDED')
+  assertProblem(t, await server.call('POST', '/api/security/passkey/options', { currentPassword: me.password }, me.token), 409, 'PASSKEY_QUOTA_EXCEEDED')
   t.equal((await server.call('DELETE', `/api/security/passkeys/${security.data.passkeys[0].id}`, undefined, me.token)).status, 204)
   t.equal((await registerWith(server, me, new SoftAuthenticator())).status, 201, 'one deleted, one may be added')
 })

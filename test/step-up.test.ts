@@ -50,7 +50,7 @@ const code = (secret: string, steps = 0) => generateSync({ secret, epoch: Math.f
 /** A passkey of `authenticator` added with the password: the answers of the options and of the registration. */
 async function addPasskey (session: Session, authenticator: SoftAuthenticator, password: string | undefined = session.password) {
   const proof = password === undefined ? {} : { currentPassword: password }
-  const options = await post(session, '/api/security/passkeys/options', proof)
+  const options = await post(session, '/api/security/passkey/options', proof)
   if (options.statusCode !== 200) return { options, added: undefined }
   const added = await post(session, '/api/security/passkeys', { response: authenticator.register(options.json(), origin), ...proof })
   return { options, added }
@@ -67,9 +67,9 @@ t.test('a bare access token makes no lasting change without the current password
   const attacker = new SoftAuthenticator()
 
   // Passkey: the options and the registration each need the password.
-  assertProblem(t, await post(victim, '/api/security/passkeys/options', {}), 400, 'BAD_REQUEST')
-  assertProblem(t, await post(victim, '/api/security/passkeys/options', { currentPassword: stolen.password }), 403, 'WRONG_PASSWORD')
-  const options = await post(victim, '/api/security/passkeys/options', { currentPassword: victim.password })
+  assertProblem(t, await post(victim, '/api/security/passkey/options', {}), 400, 'BAD_REQUEST')
+  assertProblem(t, await post(victim, '/api/security/passkey/options', { currentPassword: stolen.password }), 403, 'WRONG_PASSWORD')
+  const options = await post(victim, '/api/security/passkey/options', { currentPassword: victim.password })
   t.equal(options.statusCode, 200)
   assertProblem(t, await post(victim, '/api/security/passkeys', { response: attacker.register(options.json(), origin) }), 400, 'BAD_REQUEST')
   assertProblem(t, await passwordless(attacker), 401, 'PASSKEY_REFUSED')
@@ -91,8 +91,8 @@ t.test('a bare access token makes no lasting change without the current password
 
   // Wrong passwords are the account's guesses: past LOGIN_FAILURES_MAX (5, three spent above), 429 even for the right one.
   assertProblem(t, await post(victim, '/api/security/recovery-codes', { currentPassword: stolen.password }), 403, 'WRONG_PASSWORD')
-  assertProblem(t, await post(victim, '/api/security/passkeys/options', { currentPassword: stolen.password }), 403, 'WRONG_PASSWORD')
-  assertProblem(t, await post(victim, '/api/security/passkeys/options', { currentPassword: victim.password }), 429, 'RATE_LIMITED')
+  assertProblem(t, await post(victim, '/api/security/passkey/options', { currentPassword: stolen.password }), 403, 'WRONG_PASSWORD')
+  assertProblem(t, await post(victim, '/api/security/passkey/options', { currentPassword: victim.password }), 429, 'RATE_LIMITED')
 })
 
 t.test('with the password: each change works, and the address is told of it', async (t) => {

@@ -458,7 +458,7 @@ handle(forms.recoveryNew, async (data) => {
 
 handle(forms.passkeyAdd, async (data) => {
   const currentPassword = data.get('currentPassword')
-  const optionsJSON = await api('POST', '/api/security/passkeys/options', { currentPassword })
+  const optionsJSON = await api('POST', '/api/security/passkey/options', { currentPassword })
   let response
   try {
     response = await startRegistration({ optionsJSON })

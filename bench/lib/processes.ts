@@ -20,6 +20,8 @@ export interface ServerSpec {
   env?: Record<string, string>
   /** Extra node flags (e.g. `--cpu-prof`). */
   nodeArgs?: string[]
+  /** The node binary; the one running the bench by default. */
+  node?: string
   /** stdout and stderr go here (the service logs to stdout); a temp file by default. */
   logFile?: string
   readyPath?: string
@@ -47,7 +49,7 @@ export async function startServer (spec: ServerSpec): Promise<RunningServer> {
   const removeTemp = (): void => { if (tempDir !== undefined) rmSync(tempDir, { recursive: true, force: true }) }
   const out = openSync(logFile, 'a')
   const loader = spec.entry.endsWith('.js') ? [] : ['--import', 'tsx']
-  const child = spawn(process.execPath, [...(spec.nodeArgs ?? []), ...loader, spec.entry], {
+  const child = spawn(spec.node ?? process.execPath, [...(spec.nodeArgs ?? []), ...loader, spec.entry], {
     cwd: spec.cwd ?? ROOT,
     env: { ...process.env, ...spec.env, HOST: '127.0.0.1', PORT: String(port) },
     stdio: ['ignore', out, out]

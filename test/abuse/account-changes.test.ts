@@ -42,7 +42,8 @@ t.test('60 concurrent password changes with one token: bounded bcrypt work', asy
     injectAs(app, other, { method: 'PATCH', url: `/api/user/${other.id}`, payload: { password: `new password ${i}`, currentPassword: other.password }, remoteAddress: `10.9.${i}.1` })))
   const served = right.map((res) => res.statusCode)
   t.comment(`right current password: ${statusCounts(served)}, ${bcrypt.count} bcrypt computations`)
-  t.ok(served.filter((s) => s !== 429).length <= 10, 'at most 10 changes evaluated per user and window')
+  // A 401 is refused by the token check before any budget: a change that came first revoked it.
+  t.ok(served.filter((s) => s === 200).length <= 10, 'at most 10 changes evaluated per user and window')
   t.ok(bcrypt.count <= 20, `${bcrypt.count} bcrypt computations (at most 10 checks and 10 hashes; before: 180)`)
   t.ok(served.every((s) => [200, 401, 429].includes(s)), 'only 200, 401 (token revoked by a change that came first) and 429')
 })

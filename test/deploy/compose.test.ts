@@ -423,7 +423,7 @@ t.test('docker compose up --build serves the API from .env.example', { skip: wan
     t.same((await http(replica(), 'GET', '/api/security', undefined, second.json.token)).json.session?.methods, ['password', 'totp'], 'a password + TOTP session')
 
     const authenticator = new SoftAuthenticator()
-    const creation = await http(replica(), 'POST', '/api/security/passkeys/options', { currentPassword: dave.password }, token)
+    const creation = await http(replica(), 'POST', '/api/security/passkey/options', { currentPassword: dave.password }, token)
     t.equal(creation.status, 200, `registration options: ${creation.text.slice(0, 200)}`)
     const added = await http(replica(), 'POST', '/api/security/passkeys', { response: authenticator.register(creation.json, origin), name: 'compose', currentPassword: dave.password }, token)
     t.equal(added.status, 201, `registered on another replica than the options': ${added.text}`)

@@ -116,8 +116,10 @@ t.test('locals: request-scoped, closed at the end of the request, also when the 
   const events: string[] = []
   const closable = (name: string, kind: 'close' | 'dispose' | 'asyncDispose' | 'failing'): object => {
     if (kind === 'close') return { close: () => { events.push(`close ${name}`) } }
-    if (kind === 'dispose') return { [Symbol.for('nodejs.dispose')]: () => { events.push(`dispose ${name}`) } }
-    if (kind === 'asyncDispose') return { [Symbol.for('nodejs.asyncDispose')]: async () => { events.push(`asyncDispose ${name}`) } }
+    // The runtime's own symbols (Node 24's are the language's, no longer `Symbol.for('nodejs.dispose')`).
+    const symbols = Symbol as unknown as { dispose: symbol, asyncDispose: symbol }
+    if (kind === 'dispose') return { [symbols.dispose]: () => { events.push(`dispose ${name}`) } }
+    if (kind === 'asyncDispose') return { [symbols.asyncDispose]: async () => { events.push(`asyncDispose ${name}`) } }
     return { close: () => { throw new Error('boom') } }
   }
   const app = await contextApp(t, (app) => {

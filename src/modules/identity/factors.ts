@@ -388,7 +388,12 @@ export function factorsService (deps: Dependencies) {
         timeout: CHALLENGE_TTL_MS,
         attestationType: 'none',
         excludeCredentials: passkeys.map((p) => ({ id: p.id, transports: p.transports })),
-        authenticatorSelection: { residentKey: 'required', userVerification: 'required' }
+        authenticatorSelection: { residentKey: 'required', userVerification: 'required' },
+        // The same algorithms on every Node: Ed25519, ES256, RS256. Where Node has post-quantum
+        // keys (24), the library would put ML-DSA-44 first, an experimental API of Node's whose
+        // 1,312-byte public keys exceed PUBLIC_KEY_MAX_BYTES, so an authenticator taking it could
+        // not register at all.
+        supportedAlgorithmIDs: [-8, -7, -257]
       })
     },
 

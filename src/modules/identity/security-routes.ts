@@ -111,7 +111,7 @@ export const securityRoutes: FastifyPluginAsyncTypebox = async (parent) => {
     }
   }, async (request) => await factors.regenerateRecoveryCodes(request.currentUser!))
 
-  deprecatedAlias(app, '/passkey-options').post('/passkeys/options', {
+  deprecatedAlias(app, '/passkey-options').post('/passkey/options', {
     ...adds,
     schema: {
       operationId: 'passkeyRegistrationOptions',
