@@ -15,9 +15,9 @@
 # SWARM_BUILD=0 (use both images as they are, no build),
 # RATE_LIMIT_AUTH_MAX and PRODUCTS_MAX_PER_USER (the service's defaults when unset; the test
 # raises them: its load logs in from one address and creates thousands of products),
-# MAX_EVENT_LOOP_DELAY_MS (1000 here, 200 in production: on this shared 2-core machine, at
-# load averages of 30-40, the default made every replica's readiness flap 503 and each
-# node's proxy took all replicas out at once now and then).
+# MAX_EVENT_LOOP_DELAY_MS (1000 here, 200 in production: on a shared 2-core machine, at
+# load averages of 30-40, the default makes every replica's readiness flap 503, and each
+# node's proxy can take all replicas out at once).
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 lab=${SWARM_LAB:-}

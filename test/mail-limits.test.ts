@@ -1,8 +1,8 @@
 /**
  * The mail sender's limits, from the outside, against real SMTP servers:
  * - one address gets at most PER_ADDRESS e-mails a window, whatever their kind and whoever
- *   asks: the hostile sequence of issue 37 (registrations with the address, deleted; changes
- *   of other accounts to it; resends) delivers only that many, the rest is dropped (not kept
+ *   asks: a hostile sequence (registrations with the address, deleted; changes of other
+ *   accounts to it; resends) delivers only that many, the rest is dropped (not kept
  *   for later) and logged without the address; two replicas sharing Redis share the count;
  * - an SMTP server that trickles (one byte at a time, each restarting the idle timeout) ends
  *   its attempt at the deadline, and holds no other message meanwhile (a raw node:net server).

@@ -77,7 +77,7 @@ t.test('tokens on GET /api/user/:id', async (t) => {
     await refused(t, `Bearer ${hs256({ ...claims, sub: 'admin' })}`, 'non-numeric sub')
     await refused(t, `Bearer ${hs256({ ...claims, sub: me.id })}`, 'numeric (not string) sub')
     await refused(t, `Bearer ${hs256({ ...claims, sub: '99999999' })}`, 'sub of no user')
-    // Ids are PostgreSQL integers: a sub past 2^31-1 must not reach the query (it was a 500).
+    // Ids are PostgreSQL integers: a sub past 2^31-1 must not reach the query, where it would be a 500.
     for (const sub of ['2147483648', '9999999999', '4294967296', '-1', '0', '1.5', '01', '+1', ' 1', '1e3', '0x10', '9'.repeat(400), '', `${me.id}\u0000`]) {
       await refused(t, `Bearer ${hs256({ ...claims, sub })}`, `sub ${JSON.stringify(sub.slice(0, 20))}`)
     }

@@ -134,8 +134,8 @@ function shapedBody (fields: string[]): fc.Arbitrary<string> {
  * A body that is valid in every field but one string field, which holds a NUL or an
  * unpaired surrogate: the request gets past everything else (required fields present,
  * `username` or `identity` but not both, no extra keys), so only that field can stop it.
- * Before this generator, such strings were 4 constants of 38 in one branch of a hostile
- * value, almost always next to another invalid field, and so never reached the database.
+ * A generator of its own because hostile values mixed into every field almost always come
+ * with another invalid field, which stops the request before such a string reaches the database.
  */
 function illFormedBody (route: RouteInfo): fc.Arbitrary<{ body: string, target: string }> | undefined {
   const targets = route.bodyStringFields ?? []

@@ -75,8 +75,8 @@ export async function site (t: Tap, options: BuildOptions = {}, shared?: Browser
   const context = async (options: BrowserContextOptions = {}): Promise<BrowserContext> => {
     const created = await browser!.newContext({ baseURL: base, acceptDownloads: true, ...options })
     // Every wait ends when its condition holds; the bound only decides how long a broken
-    // step takes to fail. 5 s was too short beside the rest of the suite on two cores:
-    // Swagger UI's first render of the document took longer there.
+    // step takes to fail: 20 s, because beside the rest of the suite on two cores Swagger UI's
+    // first render of the document can take longer than 5 s.
     created.setDefaultTimeout(20_000)
     return created
   }

@@ -68,7 +68,7 @@ export function accountLimiter (options: AccountLimitOptions, store?: AttemptSto
  *
  * On an AttemptStore (src/lib/attempts.ts) rather than @fastify/rate-limit's route limits:
  * those keep one store per route, and its in-memory store hands every concurrent request
- * the same mutable counter, read after an await, so requests sent at once all saw the
+ * the same mutable counter, read after an await, so requests sent at once all see the
  * last count (four at once with three left: four 429s).
  */
 /** The window of the budgets, in ms: a budget per minute reads as a rate ("20 a minute"). */
