@@ -16,7 +16,7 @@ import { Type } from 'typebox'
 import { expectedMigrations } from '../../db/pending.js'
 import { pendingOnPool } from '../../db/readiness.js'
 import { ServiceUnavailable } from '../../lib/problem.js'
-import { problem } from '../../lib/responses.js'
+import { problemsExactly } from '../../lib/responses.js'
 import { redisAnswers } from '../../plugins/redis.js'
 
 const Status = Type.Object({ status: Type.Literal('ok') }, { examples: [{ status: 'ok' }] })
@@ -69,7 +69,7 @@ export const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesOptions> = asyn
 
   app.get('/ready', {
     config: { rateLimit: false },
-    schema: { operationId: 'healthReady', tags: ['health'], summary: 'The database answers and its migrations are applied', response: { 200: Readiness, 429: problem(429), 503: problem(503) } }
+    schema: { operationId: 'healthReady', tags: ['health'], summary: 'The database answers and its migrations are applied', response: { 200: Readiness, ...problemsExactly('TOO_MANY_IN_PROGRESS', 'OVERLOADED', 'SERVICE_UNAVAILABLE') } }
   }, async (request) => {
     if (app.draining.active) throw new ServiceUnavailable('The service is shutting down')
     const redis = app.redis === null ? undefined : redisAnswers(app.redis, timeoutMs)
