@@ -7,7 +7,8 @@
  *   npx tsx scripts/problem-codes.ts <folder> --both   and every listed code was received from its operation
  *
  * The second direction means something only after the whole suite: a few files produce a
- * few codes. Exits 1 naming each (operation, status, code) missing either way.
+ * few codes. Exits 1 naming each (operation, status, code) missing either way. A code of no
+ * operation (`anywhere` in CODES) is listed on the Problem component, not per operation.
  */
 import { readdirSync, readFileSync } from 'node:fs'
 import path from 'node:path'
@@ -24,8 +25,30 @@ function operationOf (method: string, url: string, templates: Array<[string, Reg
   return match === undefined ? undefined : `${asked} ${match[0]}`
 }
 
+type Operation = { summary?: string, parameters?: unknown, requestBody?: unknown, responses: unknown }
+
+/**
+ * Operations that are one route registered under several URLs (an alias keeps its route's
+ * schema: the same method, summary, parameters, body and responses), by operation: the
+ * codes received from any of them count for each.
+ */
+function aliases (doc: { paths: Record<string, Record<string, Operation>> }): Map<string, string[]> {
+  const groups = new Map<string, string[]>()
+  const keyOf = new Map<string, string>()
+  for (const [route, operations] of Object.entries(doc.paths)) {
+    for (const [method, op] of Object.entries(operations)) {
+      const key = JSON.stringify([method, op.summary, op.parameters, op.requestBody, op.responses])
+      groups.set(key, [...(groups.get(key) ?? []), `${method.toUpperCase()} ${route}`])
+      keyOf.set(`${method.toUpperCase()} ${route}`, key)
+    }
+  }
+  return new Map([...keyOf].map(([operation, key]) => [operation, groups.get(key)!]))
+}
+
 export async function compare (folder: string, both: boolean): Promise<{ unlisted: string[], unproduced: string[], answers: number }> {
-  const listed = listedCodes(await openapiDocument())
+  const doc = await openapiDocument()
+  const listed = listedCodes(doc)
+  const sameRoute = aliases(doc as { paths: Record<string, Record<string, Operation>> })
   const routes = [...new Set([...listed.keys()].map((operation) => operation.split(' ')[1]!))]
   // A path with fewer parameters wins: `/api/security/passkeys` is not `/api/security/{x}`.
   const templates = routes.map((route) => [route, new RegExp(`^${route.replace(/\{[^}]+\}/g, '[^/]+')}/?$`), (route.match(/\{/g) ?? []).length] as [string, RegExp, number])
@@ -44,7 +67,7 @@ export async function compare (folder: string, both: boolean): Promise<{ unliste
   const anywhere = (entry: string) => (CODES as Record<string, readonly unknown[]>)[entry.split(' ')[1]!]?.[3] === 'anywhere'
   const unlisted = [...received].flatMap(([operation, codes]) => [...codes].filter((code) => !listed.get(operation)!.has(code) && !anywhere(code)).map((code) => `${operation} ${code}`))
   const unproduced = both
-    ? [...listed].flatMap(([operation, codes]) => [...codes].filter((code) => !received.get(operation)?.has(code)).map((code) => `${operation} ${code}`))
+    ? [...listed].flatMap(([operation, codes]) => [...codes].filter((code) => !sameRoute.get(operation)!.some((one) => received.get(one)?.has(code))).map((code) => `${operation} ${code}`))
     : []
   return { unlisted: unlisted.sort(), unproduced: unproduced.sort(), answers }
 }

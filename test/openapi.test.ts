@@ -211,11 +211,11 @@ t.test('every operation that needs a session refuses one without it, by its subt
 })
 
 t.test('each route answers every status it documents, and documents every status it answers', async (t) => {
-  // The same database, other limits: one bcrypt-costing request, one account change and one wrong admin key per window;
+  // The same database, other limits: one bcrypt-costing request, one wrong password per account, one account change and one wrong admin key per window;
   // one product and 1 KiB of images per user, one refresh a minute per session.
   const limited = await build(t, {
     databaseUrl: app.databaseUrl,
-    env: { RATE_LIMIT_AUTH_MAX: '1', PRODUCTS_MAX_PER_USER: '1', IMAGE_MAX_BYTES: '1024', IMAGE_BYTES_MAX_PER_USER: '1024', REFRESH_MIN_INTERVAL_MS: '60000' },
+    env: { RATE_LIMIT_AUTH_MAX: '1', LOGIN_FAILURES_MAX: '1', PRODUCTS_MAX_PER_USER: '1', IMAGE_MAX_BYTES: '1024', IMAGE_BYTES_MAX_PER_USER: '1024', REFRESH_MIN_INTERVAL_MS: '60000' },
     tuning: { accountChanges: { max: 1 }, keyFailures: { max: 1 } }
   })
   // A database that does not exist on the same server: every query fails as with a database that is down.
@@ -796,6 +796,8 @@ t.test('each route answers every status it documents, and documents every status
     const [method = '', path = ''] = route.split(' ')
     const requests = (cases[route] ??= {})
     if (statuses.includes(429) && requests[429] === undefined) requests[429] = () => overSocket(crowdedPort, method, path.replace(/\{[^}]+\}/g, '1'))
+    // A compressed body is refused before anything else reads the request, a GET's too.
+    if (statuses.includes(415) && requests[415] === undefined) requests[415] = () => app.inject({ method: method as 'GET', url: path.replace(/\{[^}]+\}/g, '1'), headers: { 'content-encoding': 'gzip', 'content-type': 'application/json' }, payload: 'x' })
     const slow = slowBodies[route]
     if (statuses.includes(408) && slow !== undefined) requests[408] = () => overSocket(slowPort, method, slow[0], slow[1], '-')
   }
@@ -834,14 +836,63 @@ t.test('each route answers every status it documents, and documents every status
   t.teardown(() => { fill.destroy() })
   fill.write('POST /api/user HTTP/1.1\r\nHost: api\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{')
   await new Promise((resolve) => setTimeout(resolve, 300))
+  // Changes that need a recent sign-in with the second factor, from mfaUser's session (signed in before TOTP was on):
+  // each with a valid body, and a wrong password where one is asked, so that nothing changes.
+  const strict = await build(t, { databaseUrl: app.databaseUrl, env: { RECENT_SIGN_IN_MAX_AGE: '15m' } })
+  const wrong = { currentPassword: 'not the password' }
+  const recent: Record<string, [url: string, payload?: Record<string, unknown>]> = {
+    'POST /api/security/totp': ['/api/security/totp', wrong],
+    'POST /api/security/totp/confirm': ['/api/security/totp/confirm', { ...wrong, code: '123456' }],
+    'POST /api/security/totp/disable': ['/api/security/totp/disable', { password: 'not the password' }],
+    'POST /api/security/recovery-codes': ['/api/security/recovery-codes', wrong],
+    'POST /api/security/passkey-options': ['/api/security/passkey-options', wrong],
+    'POST /api/security/passkeys': ['/api/security/passkeys', { ...wrong, response: strayRegistration }],
+    'PATCH /api/security/passkeys/{id}': [`/api/security/passkeys/${keyId}`, { name: 'x' }],
+    'DELETE /api/security/passkeys/{id}': [`/api/security/passkeys/${keyId}`],
+    'PATCH /api/user/{id}': [`/api/user/${mfaUser.id}`, { email: newUser().email, ...wrong }],
+    'DELETE /api/user/{id}': [`/api/user/${mfaUser.id}`, { password: 'not the password' }]
+  }
+  const parts = Array.from({ length: 11 }, (_, i) => `--b0undary\r\nContent-Disposition: form-data; name="field${i}"\r\n\r\nx\r\n`).join('')
+  const notWebAuthn = { ...stray, response: { ...stray.response, clientDataJSON: Buffer.from('{}').toString('base64url') } }
+  const plainHttp = { host: 'api.example.com', origin: 'http://api.example.com' }
+  // Other codes not produced above, one request each.
+  const others: Record<string, Record<string, () => Promise<LightMyRequestResponse>>> = {
+    'POST /api/user': { '400 BAD_REQUEST': () => app.inject({ method: 'POST', url: '/api/user', payload: newUser({ password: 'ü'.repeat(50) }) }) },
+    'POST /api/auth/register': { '400 BAD_REQUEST': () => app.inject({ method: 'POST', url: '/api/auth/register', payload: newUser({ password: 'ü'.repeat(50) }) }) },
+    'POST /api/auth/login': { '400 INSECURE_COOKIE_CONTEXT': () => app.inject({ method: 'POST', url: '/api/auth/login', headers: plainHttp, payload: { username: me.username, password: me.password, mode: 'cookie' } }) },
+    'POST /api/auth/passkey/login': { '400 INSECURE_COOKIE_CONTEXT': () => app.inject({ method: 'POST', url: '/api/auth/passkey/login', headers: plainHttp, payload: { response: stray, mode: 'cookie' } }) },
+    'POST /api/auth/mfa/passkey': { '400 BAD_REQUEST': async () => app.inject({ method: 'POST', url: '/api/auth/mfa/passkey', payload: { mfaToken: await ticket(), response: notWebAuthn } }) },
+    'POST /api/security/totp': { '403 WRONG_PASSWORD': async () => app.inject({ method: 'POST', url: '/api/security/totp', headers: (await verifiedUser(app)).auth, payload: wrong }) },
+    'POST /api/security/passkeys': { '403 WRONG_PASSWORD': async () => app.inject({ method: 'POST', url: '/api/security/passkeys', headers: (await verifiedUser(app)).auth, payload: { ...wrong, response: strayRegistration } }) },
+    'POST /api/product/{id}/image': { '400 TOO_MANY_PARTS': () => app.inject({ method: 'POST', url: `/api/product/${mine}/image`, headers: { ...me.auth, 'content-type': 'multipart/form-data; boundary=b0undary' }, payload: `${parts}--b0undary--\r\n` }) },
+    'POST /api/security/totp/disable': {
+      '429 RATE_LIMITED': async () => {
+        const session = await withTotp()
+        const guess = () => limited.inject({ method: 'POST', url: '/api/security/totp/disable', headers: session.auth, payload: { password: 'not the password' } })
+        await guess()
+        return await guess()
+      }
+    }
+  }
+  const operationOf = (route: string) => doc.paths[route.split(' ')[1]!]![route.split(' ')[0]!.toLowerCase()]!
   for (const [route] of documented) {
     const [method = '', path = ''] = route.split(' ')
-    const listed = new Set(Object.entries(doc.paths[path]![method.toLowerCase()]!.responses).flatMap(([status, response]) =>
+    const listed = new Set(Object.entries(operationOf(route).responses).flatMap(([status, response]) =>
       Object.keys(response.content?.['application/problem+json']?.examples ?? {}).map((code) => `${status} ${code}`)))
     const answers: Array<[string, () => Promise<LightMyRequestResponse>]> = []
     if (listed.has('429 TOO_MANY_IN_PROGRESS')) answers.push(['429 TOO_MANY_IN_PROGRESS', () => overSocket(crowdedPort, method, path.replace(/\{[^}]+\}/g, '1'))])
     if (listed.has('503 OVERLOADED')) answers.push(['503 OVERLOADED', () => overSocket(fullPort, method, path.replace(/\{[^}]+\}/g, '1'))])
     const body = slowBodies[route]
+    if (listed.has('403 CSRF_REJECTED') && operationOf(route).security !== undefined) {
+      t.ok(body, `${route}: a URL to send it from another origin`)
+      if (body !== undefined) answers.push(['403 CSRF_REJECTED', () => app.inject({ method: method as 'POST', url: body[0], headers: evil(me) })])
+    }
+    const change = recent[route]
+    if (listed.has('403 RECENT_SIGN_IN_REQUIRED')) {
+      t.ok(change, `${route}: a change that needs a recent sign-in`)
+      if (change !== undefined) answers.push(['403 RECENT_SIGN_IN_REQUIRED', () => strict.inject({ method: method as 'POST', url: change[0], headers: mfaUser.auth, ...(change[1] === undefined ? {} : { payload: change[1] }) })])
+    }
+    for (const [expected, request] of Object.entries(others[route] ?? {})) answers.push([expected, request])
     if (listed.has('400 MALFORMED_JSON')) {
       t.ok(body, `${route}: a URL and headers to send it a body`)
       if (body !== undefined) answers.push(['400 MALFORMED_JSON', () => app.inject({ method: method as 'POST', url: body[0], headers: { ...body[1], 'content-type': 'application/json' }, payload: '{' })])

@@ -70,10 +70,10 @@ export function empty (description: string, headers?: Record<string, unknown>) {
 /**
  * Codes every operation can answer for reasons outside it: a client over its share of
  * requests in progress and load shedding (both before routing, src/plugins/admission.ts), a
- * bug, the database (or Redis) unavailable. Each is produced against every operation by
- * test/openapi.test.ts.
+ * compressed body (a GET's too: src/plugins/content-coding.ts), a bug, the database (or Redis)
+ * unavailable. Each is produced against every operation by test/openapi.test.ts.
  */
-const ALWAYS: readonly ProblemCode[] = ['TOO_MANY_IN_PROGRESS', 'INTERNAL', 'SERVICE_UNAVAILABLE', 'OVERLOADED']
+const ALWAYS: readonly ProblemCode[] = ['TOO_MANY_IN_PROGRESS', 'UNSUPPORTED_MEDIA_TYPE', 'INTERNAL', 'SERVICE_UNAVAILABLE', 'OVERLOADED']
 
 /** What any operation that accepts a request body can answer about reading it (a DELETE too: Fastify reads its body). */
 export const BODY = ['MALFORMED_JSON', 'PAYLOAD_TOO_LARGE', 'UNSUPPORTED_MEDIA_TYPE', 'BODY_TOO_SLOW'] as const satisfies readonly ProblemCode[]

@@ -64,12 +64,12 @@ export const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesOptions> = asyn
 
   app.get('/live', {
     config: { rateLimit: false, loadShedding: false },
-    schema: { operationId: 'healthLive', tags: ['health'], summary: 'The process is up', response: { 200: Status } }
+    schema: { operationId: 'healthLive', tags: ['health'], summary: 'The process is up', response: { 200: Status, ...problemsExactly('UNSUPPORTED_MEDIA_TYPE') } }
   }, async () => ({ status: 'ok' as const }))
 
   app.get('/ready', {
     config: { rateLimit: false },
-    schema: { operationId: 'healthReady', tags: ['health'], summary: 'The database answers and its migrations are applied', response: { 200: Readiness, ...problemsExactly('TOO_MANY_IN_PROGRESS', 'OVERLOADED', 'SERVICE_UNAVAILABLE') } }
+    schema: { operationId: 'healthReady', tags: ['health'], summary: 'The database answers and its migrations are applied', response: { 200: Readiness, ...problemsExactly('TOO_MANY_IN_PROGRESS', 'UNSUPPORTED_MEDIA_TYPE', 'OVERLOADED', 'SERVICE_UNAVAILABLE') } }
   }, async (request) => {
     if (app.draining.active) throw new ServiceUnavailable('The service is shutting down')
     const redis = app.redis === null ? undefined : redisAnswers(app.redis, timeoutMs)

@@ -84,7 +84,7 @@ export const productImageWrites: FastifyPluginAsyncTypebox<{ maxBytes: number }>
       response: {
         200: json(Product, { description: 'the image replaced the earlier one; the product' }),
         201: json(Product, { description: 'the product had no image; the product', headers: { Location: header('the image\'s URL (`imageUrl`)') } }),
-        ...problems(...SESSION_CHANGE, 'PAYLOAD_TOO_LARGE', 'UNSUPPORTED_MEDIA_TYPE', 'BODY_TOO_SLOW', 'VALIDATION_FAILED', 'BAD_REQUEST', 'IMAGE_MISSING', 'TOO_MANY_FILES', 'TOO_MANY_PARTS', 'UNSUPPORTED_IMAGE_TYPE', 'FORBIDDEN', 'NOT_FOUND', 'IMAGE_QUOTA_EXCEEDED')
+        ...problems(...BODY, ...SESSION_CHANGE, 'VALIDATION_FAILED', 'BAD_REQUEST', 'IMAGE_MISSING', 'TOO_MANY_FILES', 'TOO_MANY_PARTS', 'UNSUPPORTED_IMAGE_TYPE', 'FORBIDDEN', 'NOT_FOUND', 'IMAGE_QUOTA_EXCEEDED')
       }
     }
   }, async (request, reply) => {
