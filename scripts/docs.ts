@@ -7,6 +7,8 @@
  * - `routes`: the route table, from the OpenAPI document of the app as the tests build it;
  * - `request-bodies`: every operation's request body, its examples (one JSON body a line) and its
  *   fields, from the same document (the schemas' `examples`);
+ * - `errors [code...]`: the problem codes (CODES, src/lib/problem.ts) with the operations of
+ *   the document that list each; with codes, those codes only, and no operations column;
  * - `settings`: the settings table, from the configuration schema (src/config.ts);
  * - `ls <folder>...`: what `ls` shows of those folders (git-ignored entries left out; `folder/*`: its subfolders);
  * - `plugins`: the named plugins of src/ (`fp(fn, { name, dependencies })`) and what each needs;
@@ -120,6 +122,47 @@ async function requestBodies (): Promise<string> {
   }
   out.push(`With no body: ${bodiless.join(', ')}.`)
   return out.join('\n') + '\n'
+}
+
+// ---- errors ----
+
+/** The problem codes each operation of `doc` lists, as `METHOD /path` -> `status code` entries. */
+export function listedCodes (doc: { paths: Record<string, Record<string, Operation>> }): Map<string, Set<string>> {
+  const listed = new Map<string, Set<string>>()
+  for (const [route, operations] of Object.entries(doc.paths)) {
+    for (const [method, op] of Object.entries(operations)) {
+      const codes = Object.entries(op.responses).flatMap(([status, response]) =>
+        Object.values(response.content?.['application/problem+json']?.examples ?? {}).map((example) => `${status} ${example.value.code}`))
+      listed.set(`${method.toUpperCase()} ${route}`, new Set(codes))
+    }
+  }
+  return listed
+}
+
+async function errorsTable (only: string[]): Promise<string> {
+  const { CODES } = await import('../src/lib/problem.js')
+  const entries = Object.entries(CODES as Record<string, readonly [number, string, string, string?]>)
+    .filter(([code]) => only.length === 0 || only.includes(code))
+    .sort(([a, x], [b, y]) => x[0] - y[0] || Object.keys(CODES).indexOf(a) - Object.keys(CODES).indexOf(b))
+  if (only.length > 0) {
+    return ['| Status | `code` | When | `detail` |', '|---|---|---|---|', ...entries.map(([code, [status, when, detail]]) => `| ${status} | \`${code}\` | ${cell(when)} | \`${cell(detail)}\` |`)].join('\n') + '\n'
+  }
+  const doc = await openapiDocument()
+  const ids = new Map<string, string>(Object.entries(doc.paths).flatMap(([route, operations]) => Object.entries(operations).map(([method, op]) => [`${method.toUpperCase()} ${route}`, op.operationId ?? `${method.toUpperCase()} ${route}`] as const)))
+  const listed = listedCodes(doc)
+  const rows = ['| Status | `code` | When | Operations |', '|---|---|---|---|']
+  for (const [code, [status, when, , anywhere]] of entries) {
+    const having = [...listed].filter(([, codes]) => codes.has(`${status} ${code}`)).map(([operation]) => ids.get(operation)!)
+    const lacking = [...ids.values()].filter((id) => !having.includes(id))
+    const names = (list: string[]) => list.map((id) => `\`${id}\``).join(', ')
+    const operations = having.length === 0
+      ? 'none'
+      : lacking.length === 0 ? 'all' : having.length > lacking.length ? `all but ${names(lacking)}` : names(having)
+    const outside = 'any request, before or outside an operation'
+    const where = anywhere === undefined ? operations : having.length === 0 ? outside : `${operations}; ${outside}`
+    rows.push(`| ${status} | \`${code}\` | ${cell(when)} | ${where} |`)
+  }
+  return rows.join('\n') + '\n'
 }
 
 // ---- settings ----
@@ -420,6 +463,7 @@ async function render (kind: string): Promise<string> {
   const [name, ...args] = kind.split(/\s+/)
   if (name === 'routes') return await routesTable()
   if (name === 'request-bodies') return await requestBodies()
+  if (name === 'errors') return await errorsTable(args)
   if (name === 'settings') return await settingsTable()
   if (name === 'imports') return importGraph()
   if (name === 'plugins') return pluginTable()

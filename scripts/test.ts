@@ -16,6 +16,9 @@
  * Arguments are passed to tap (e.g. `npm test -- test/users.test.ts`). With none, the whole
  * suite runs, then the deployment tests (test/deploy: the rolling restart behind a host
  * HAProxy, and compose.test.ts: Docker Compose for real, skipped with COMPOSE_TEST=0).
+ * The whole suite also records every problem answer (TEST_PROBLEM_LOG, test/helpers/build.ts)
+ * and fails unless each operation's answers are exactly the codes the OpenAPI document lists
+ * for it, both ways (scripts/problem-codes.ts).
  */
 import { spawn, spawnSync } from 'node:child_process'
 import { chmod, mkdtemp, readdir, rm } from 'node:fs/promises'
@@ -24,6 +27,7 @@ import path from 'node:path'
 import pg from 'pg'
 import { startEmbeddedPostgres, type EmbeddedDatabase } from '../src/db/embedded.js'
 import { applyMigrations } from '../test/helpers/migrations.js'
+import { compare as compareProblemCodes } from './problem-codes.js'
 import { buildTestTree } from './test-build.js'
 
 function isRunning (pid: number): boolean {
@@ -78,6 +82,9 @@ for (const name of await readdir(builds).catch(() => [])) {
   if (!isRunning(Number(name))) await rm(path.join(builds, name), { recursive: true, force: true })
 }
 const compiled = path.join(builds, String(process.pid))
+// The whole suite's problem answers, compared with the document after it.
+const problemLog = args.length === 0 ? await mkdtemp(path.join(os.tmpdir(), 'ups-problems-')) : undefined
+if (problemLog !== undefined) process.env.TEST_PROBLEM_LOG = problemLog
 // tap starts each test file with this instead of node (the file says why).
 const testNode = path.resolve('scripts', 'test-node.sh')
 let code = 1
@@ -107,6 +114,13 @@ try {
     child.on('close', (status) => resolve(status ?? 1))
   })
   code = await tap(args)
+  if (problemLog !== undefined) {
+    const { unlisted, unproduced, answers } = await compareProblemCodes(problemLog, true)
+    for (const entry of unlisted) console.log(`not ok - problem codes: received, not listed in the OpenAPI document: ${entry}`)
+    for (const entry of unproduced) console.log(`not ok - problem codes: listed in the OpenAPI document, never received: ${entry}`)
+    console.log(`# problem codes: ${answers} answers, ${unlisted.length} received but not listed, ${unproduced.length} listed but never received`)
+    if (unlisted.length + unproduced.length > 0) code = code || 1
+  }
   // The deployment tests (test/deploy/, excluded from tap's default set) run after the rest:
   // their containers and server processes would otherwise load the machine under the
   // timing-sensitive tests. Two at a time: the compose test mostly waits for Docker, beside
@@ -124,5 +138,6 @@ try {
   await admin(adminUrl, `DROP DATABASE IF EXISTS ${template} WITH (FORCE)`).catch(() => {})
   await embedded?.stop()
   await rm(compiled, { recursive: true, force: true })
+  if (problemLog !== undefined) await rm(problemLog, { recursive: true, force: true })
 }
 process.exit(code)

@@ -12,17 +12,16 @@ import { Validator } from '@seriousme/openapi-schema-validator'
 import type { LightMyRequestResponse } from 'fastify'
 import t from 'tap'
 import { Value } from 'typebox/value'
-import { readFileSync } from 'node:fs'
-import { Problem } from '../src/lib/problem.js'
-import { PROBLEM_CODES } from '../src/lib/responses.js'
 import { createAjv } from '../src/lib/validation.js'
+import { CODES, Problem, type ProblemCode } from '../src/lib/problem.js'
+import { INVALID_KEY_MESSAGE, MISSING_OR_MALFORMED_MESSAGE } from '@user-product-service/key-auth'
 import { generateSync } from 'otplib'
 import { build, newUser, TEST_ENV, verifiedUser, type Session } from './helpers/build.js'
 import { sqlClient } from './helpers/database.js'
 import { redisServer } from './helpers/redis.js'
 import { SoftAuthenticator } from './helpers/soft-authenticator.js'
 
-type Media = { schema?: { $ref?: string, type?: string, anyOf?: Array<{ required?: string[], properties?: Record<string, { enum?: string[], format?: string }> }>, properties?: Record<string, { type?: string, format?: string }> }, example?: unknown, examples?: Record<string, { value: { status?: number, code?: string } }> }
+type Media = { schema?: { $ref?: string, type?: string, anyOf?: Array<{ required?: string[], properties?: Record<string, { enum?: string[], format?: string }> }>, properties?: Record<string, { type?: string, format?: string }> }, example?: unknown, examples?: Record<string, { value: { status?: number, code?: string, detail?: string } }> }
 type Operation = { operationId?: string, security?: Array<Record<string, string[]>>, responses: Record<string, { headers?: Record<string, unknown>, content?: Record<string, Media> }>, requestBody?: { required?: boolean, content: Record<string, Media> }, parameters?: { name: string, required?: boolean, schema: { default?: unknown } }[] }
 type Document = { openapi: string, paths: Record<string, Record<string, Operation>>, components: { schemas: Record<string, unknown>, securitySchemes: Record<string, { description?: string }> } }
 
@@ -122,28 +121,32 @@ t.test('every operation has a stable, unique camelCase operationId', async (t) =
   t.equal(new Set(values).size, values.length, 'unique')
 })
 
-t.test('each error status shows an example per code it stands for, each in the errors table of docs/api.md', async (t) => {
-  const table = readFileSync(new URL('../docs/api.md', import.meta.url), 'utf8')
-  const rows = new Set([...table.matchAll(/^\| (\d{3}) \| `([A-Z_]+)` \|/gm)].map((m) => `${m[1]} ${m[2]}`))
-  for (const [status, codes] of Object.entries(PROBLEM_CODES)) {
-    for (const code of codes) t.ok(rows.has(`${status} ${code}`), `docs/api.md lists ${status} ${code}`)
-  }
-  for (const row of ['405 METHOD_NOT_ALLOWED', '406 NOT_ACCEPTABLE', '416 RANGE_NOT_SATISFIABLE', '415 UNSUPPORTED_IMAGE_TYPE', '400 TOO_MANY_FILES', '400 IMAGE_MISSING', '403 CSRF_REJECTED']) t.ok(rows.has(row), `docs/api.md lists ${row}`)
+t.test('each operation lists its own codes, an example each, with the status and detail of CODES', async (t) => {
   for (const [path, operations] of Object.entries(doc.paths)) {
     for (const [method, operation] of Object.entries(operations)) {
       for (const [status, response] of Object.entries(operation.responses)) {
         if (Number(status) < 400) continue
+        const name = `${method.toUpperCase()} ${path} ${status}`
         const examples = Object.values(response.content?.['application/problem+json']?.examples ?? {}).map((e) => e.value)
-        // The admin routes' 401 is key-auth's: its own codes.
-        const codes = path.startsWith('/api/admin/') && status === '401' ? ['API_KEY_MISSING', 'API_KEY_INVALID'] : PROBLEM_CODES[Number(status)]
-        t.same(examples.map((e) => e.code), codes, `${method.toUpperCase()} ${path} ${status}: an example per code`)
+        t.ok(examples.length > 0, `${name}: an example per code`)
         for (const example of examples) {
-          t.ok(rows.has(`${status} ${example.code}`), `${method.toUpperCase()} ${path}: docs/api.md lists ${status} ${example.code}`)
-          t.equal(example.status, Number(status), `${method.toUpperCase()} ${path} ${status}: ${example.code}'s example has its status`)
-          t.ok(Value.Check(Problem, example), `${example.code}: the Problem shape`)
+          const entry = CODES[example.code as ProblemCode]
+          t.same([example.status, example.detail], [Number(status), entry?.[2]], `${name}: ${example.code}, of CODES`)
+          t.ok(Value.Check(Problem, example), `${name}: ${example.code}'s example has the Problem shape`)
         }
       }
     }
+  }
+  const codes = (path: string, method: string, status: number) => Object.keys(doc.paths[path]![method]!.responses[status]?.content?.['application/problem+json']?.examples ?? {})
+  t.same(codes('/api/auth/login', 'post', 400), ['MALFORMED_JSON', 'VALIDATION_FAILED', 'BAD_REQUEST', 'INSECURE_COOKIE_CONTEXT'], 'login\'s 400: its own codes, no upload\'s or reset\'s')
+  t.same(codes('/api/security', 'get', 401), ['UNAUTHORIZED'], 'a signed-in read\'s 401: no second step\'s codes')
+  for (const path of Object.keys(doc.paths).filter((path) => path.startsWith('/api/admin/'))) {
+    for (const method of Object.keys(doc.paths[path]!)) t.same(codes(path, method, 401), ['API_KEY_MISSING', 'API_KEY_INVALID'], `${method.toUpperCase()} ${path}: the admin key's two refusals`)
+  }
+  t.same([CODES.API_KEY_MISSING[2], CODES.API_KEY_INVALID[2]], [MISSING_OR_MALFORMED_MESSAGE, INVALID_KEY_MESSAGE], 'the admin key\'s examples are key-auth\'s texts')
+  const problem = doc.components.schemas.Problem as { description: string }
+  for (const [code, entry] of Object.entries(CODES)) {
+    if (entry[3] === 'anywhere') t.match(problem.description, `${entry[0]} \`${code}\``, `the Problem component names ${code}, answered outside the operations`)
   }
 })
 
@@ -262,11 +265,11 @@ t.test('every operation that needs a session refuses one without it, by its subt
 })
 
 t.test('each route answers every status it documents, and documents every status it answers', async (t) => {
-  // The same database, other limits: one bcrypt-costing request, one account change and one wrong admin key per window;
+  // The same database, other limits: one bcrypt-costing request, one wrong password per account, one account change and one wrong admin key per window;
   // one product and 1 KiB of images per user, one refresh a minute per session.
   const limited = await build(t, {
     databaseUrl: app.databaseUrl,
-    env: { RATE_LIMIT_AUTH_MAX: '1', RATE_LIMIT_SECOND_STEP_MAX: '1', PRODUCTS_MAX_PER_USER: '1', IMAGE_MAX_BYTES: '1024', IMAGE_BYTES_MAX_PER_USER: '1024', REFRESH_MIN_INTERVAL_MS: '60000' },
+    env: { RATE_LIMIT_AUTH_MAX: '1', RATE_LIMIT_SECOND_STEP_MAX: '1', LOGIN_FAILURES_MAX: '1', PRODUCTS_MAX_PER_USER: '1', IMAGE_MAX_BYTES: '1024', IMAGE_BYTES_MAX_PER_USER: '1024', REFRESH_MIN_INTERVAL_MS: '60000' },
     tuning: { accountChanges: { max: 1 }, keyFailures: { max: 1 } }
   })
   // A database that does not exist on the same server: every query fails as with a database that is down.
@@ -380,7 +383,7 @@ t.test('each route answers every status it documents, and documents every status
     for (let i = 0; i < count; i++) await addPasskey(session, new SoftAuthenticator())
     return session
   }
-  let full: Promise<Session> | undefined
+  let fullOfPasskeys: Promise<Session> | undefined
   /** The statuses of the registration options, at the URL and at its deprecated name. */
   const registrationOptions = (url: string): Record<number, () => Promise<LightMyRequestResponse>> => ({
     200: () => app.inject({ method: 'POST', url, headers: me.auth, payload: { currentPassword: me.password } }),
@@ -391,7 +394,7 @@ t.test('each route answers every status it documents, and documents every status
     401: () => app.inject({ method: 'POST', url }),
     403: () => app.inject({ method: 'POST', url, headers: evil(me) }),
     409: async () => {
-      const session = await (full ??= withPasskeys(20))
+      const session = await (fullOfPasskeys ??= withPasskeys(20))
       return await app.inject({ method: 'POST', url, headers: session.auth, payload: { currentPassword: session.password } })
     },
     500: () => failing(app.identity.factors, 'registrationOptions', () => app.inject({ method: 'POST', url, headers: me.auth, payload: { currentPassword: me.password } })),
@@ -453,6 +456,9 @@ t.test('each route answers every status it documents, and documents every status
     },
     'POST /api/auth/passkey/options': {
       200: () => app.inject({ method: 'POST', url: '/api/auth/passkey/options' }),
+      400: () => app.inject({ method: 'POST', url: '/api/auth/passkey/options', headers: { 'content-type': 'application/json' }, payload: '{' }),
+      413: () => app.inject({ method: 'POST', url: '/api/auth/passkey/options', payload: { x: 'x'.repeat(2_000_000) } }),
+      415: () => app.inject({ method: 'POST', url: '/api/auth/passkey/options', ...text }),
       429: () => secondChallenge(() => fewChallenges.inject({ method: 'POST', url: '/api/auth/passkey/options' })),
       500: () => failing(app.identity.factors, 'signInOptions', () => app.inject({ method: 'POST', url: '/api/auth/passkey/options' })),
       503: () => noRedis.inject({ method: 'POST', url: '/api/auth/passkey/options' })
@@ -556,6 +562,8 @@ t.test('each route answers every status it documents, and documents every status
       401: () => app.inject({ method: 'DELETE', url: `/api/security/passkeys/${keyId}` }),
       403: () => app.inject({ method: 'DELETE', url: `/api/security/passkeys/${keyId}`, headers: evil(mfaUser) }),
       404: () => app.inject({ method: 'DELETE', url: `/api/security/passkeys/${keyId}`, headers: me.auth }),
+      413: () => app.inject({ method: 'DELETE', url: `/api/security/passkeys/${keyId}`, headers: me.auth, payload: huge }),
+      415: () => app.inject({ method: 'DELETE', url: `/api/security/passkeys/${keyId}`, headers: { ...me.auth, ...text.headers }, payload: text.payload }),
       500: () => failing(app.identity.factors, 'deletePasskey', () => app.inject({ method: 'DELETE', url: `/api/security/passkeys/${keyId}`, headers: me.auth })),
       503: () => down.inject({ method: 'DELETE', url: `/api/security/passkeys/${keyId}`, headers: me.auth })
     },
@@ -574,6 +582,8 @@ t.test('each route answers every status it documents, and documents every status
     'DELETE /api/security/sessions/{id}': {
       204: async () => { const s = await verifiedUser(app); return await app.inject({ method: 'DELETE', url: `/api/security/sessions/${s.sid}`, headers: s.auth }) },
       400: () => app.inject({ method: 'DELETE', url: '/api/security/sessions/not-a-uuid', headers: me.auth }),
+      413: () => app.inject({ method: 'DELETE', url: `/api/security/sessions/${other.sid}`, headers: me.auth, payload: { x: 'x'.repeat(2_000_000) } }),
+      415: () => app.inject({ method: 'DELETE', url: `/api/security/sessions/${other.sid}`, headers: { ...me.auth, ...text.headers }, payload: text.payload }),
       401: () => app.inject({ method: 'DELETE', url: `/api/security/sessions/${me.sid}` }),
       403: () => app.inject({ method: 'DELETE', url: `/api/security/sessions/${me.sid}`, headers: evil(me) }),
       404: () => app.inject({ method: 'DELETE', url: `/api/security/sessions/${other.sid}`, headers: me.auth }),
@@ -582,6 +592,9 @@ t.test('each route answers every status it documents, and documents every status
     },
     'DELETE /api/security/sessions': {
       200: async () => { const s = await verifiedUser(app); return await app.inject({ method: 'DELETE', url: '/api/security/sessions', headers: s.auth }) },
+      400: () => app.inject({ method: 'DELETE', url: '/api/security/sessions', headers: { ...me.auth, 'content-type': 'application/json' }, payload: '{' }),
+      413: () => app.inject({ method: 'DELETE', url: '/api/security/sessions', headers: me.auth, payload: { x: 'x'.repeat(2_000_000) } }),
+      415: () => app.inject({ method: 'DELETE', url: '/api/security/sessions', headers: { ...me.auth, ...text.headers }, payload: text.payload }),
       401: () => app.inject({ method: 'DELETE', url: '/api/security/sessions' }),
       403: () => app.inject({ method: 'DELETE', url: '/api/security/sessions', headers: evil(me) }),
       500: () => failing(app.identity.sessions, 'endOthers', () => app.inject({ method: 'DELETE', url: '/api/security/sessions', headers: me.auth })),
@@ -664,6 +677,9 @@ t.test('each route answers every status it documents, and documents every status
     },
     'POST /api/auth/verify-email/resend': {
       202: () => app.inject({ method: 'POST', url: '/api/auth/verify-email/resend', headers: me.auth }),
+      400: () => app.inject({ method: 'POST', url: '/api/auth/verify-email/resend', headers: { ...me.auth, 'content-type': 'application/json' }, payload: '{' }),
+      413: () => app.inject({ method: 'POST', url: '/api/auth/verify-email/resend', headers: me.auth, payload: { x: 'x'.repeat(2_000_000) } }),
+      415: () => app.inject({ method: 'POST', url: '/api/auth/verify-email/resend', headers: { ...me.auth, ...text.headers }, payload: text.payload }),
       401: () => app.inject({ method: 'POST', url: '/api/auth/verify-email/resend' }),
       403: () => app.inject({ method: 'POST', url: '/api/auth/verify-email/resend', headers: { cookie: `__Secure-access_token=${me.token}`, origin: 'https://evil.example' } }),
       500: () => failing(app.emailVerification, 'resend', () => app.inject({ method: 'POST', url: '/api/auth/verify-email/resend', headers: me.auth })),
@@ -802,6 +818,8 @@ t.test('each route answers every status it documents, and documents every status
       400: () => app.inject({ method: 'DELETE', url: '/api/admin/users/-1/factors', headers: ADMIN }),
       401: () => app.inject({ method: 'DELETE', url: '/api/admin/users/1/factors' }),
       404: () => app.inject({ method: 'DELETE', url: '/api/admin/users/2147483647/factors', headers: ADMIN }),
+      413: () => app.inject({ method: 'DELETE', url: '/api/admin/users/1/factors', headers: ADMIN, payload: huge }),
+      415: () => app.inject({ method: 'DELETE', url: '/api/admin/users/1/factors', headers: { ...ADMIN, ...text.headers }, payload: text.payload }),
       429: () => overBudget(() => limited.inject({ method: 'DELETE', url: '/api/admin/users/1/factors', headers: WRONG_ADMIN })),
       500: () => failing(app.identity.factors, 'reset', () => app.inject({ method: 'DELETE', url: `/api/admin/users/${me.id}/factors`, headers: ADMIN })),
       503: () => down.inject({ method: 'DELETE', url: '/api/admin/users/1/factors', headers: ADMIN })
@@ -879,12 +897,21 @@ t.test('each route answers every status it documents, and documents every status
     'POST /api/security/passkey-options': ['/api/security/passkey-options', me.auth],
     'POST /api/security/totp/disable': ['/api/security/totp/disable', me.auth],
     'POST /api/security/passkeys': ['/api/security/passkeys', me.auth],
-    'PATCH /api/security/passkeys/{id}': [`/api/security/passkeys/${keyId}`, me.auth]
+    'PATCH /api/security/passkeys/{id}': [`/api/security/passkeys/${keyId}`, me.auth],
+    'DELETE /api/security/passkeys/{id}': [`/api/security/passkeys/${keyId}`, me.auth],
+    'DELETE /api/admin/users/{id}/factors': ['/api/admin/users/1/factors', ADMIN],
+    'POST /api/auth/passkey/options': ['/api/auth/passkey/options'],
+    'POST /api/auth/verify-email/resend': ['/api/auth/verify-email/resend', me.auth],
+    // Another account's session: whatever gets through ends nothing of `me`'s.
+    'DELETE /api/security/sessions/{id}': [`/api/security/sessions/${other.sid}`, me.auth],
+    'DELETE /api/security/sessions': ['/api/security/sessions', me.auth]
   }
   for (const [route, statuses] of documented) {
     const [method = '', path = ''] = route.split(' ')
     const requests = (cases[route] ??= {})
     if (statuses.includes(429) && requests[429] === undefined) requests[429] = () => overSocket(crowdedPort, method, path.replace(/\{[^}]+\}/g, '1'))
+    // A compressed body is refused before anything else reads the request, a GET's too.
+    if (statuses.includes(415) && requests[415] === undefined) requests[415] = () => app.inject({ method: method as 'GET', url: path.replace(/\{[^}]+\}/g, '1'), headers: { 'content-encoding': 'gzip', 'content-type': 'application/json' }, payload: 'x' })
     const slow = slowBodies[route]
     if (statuses.includes(408) && slow !== undefined) requests[408] = () => overSocket(slowPort, method, slow[0], slow[1], '-')
   }
@@ -910,6 +937,84 @@ t.test('each route answers every status it documents, and documents every status
         const code = response.json().code as string
         t.ok(Object.values(examples).some((e) => e.value.code === code), `${route} ${status}: ${code} is one of the documented codes`)
       }
+    }
+  }
+  // Beyond one code per status: the codes every operation lists, each produced against each
+  // operation that lists it. Before routing, a client over its share of requests in progress
+  // (`crowded`) and a service shedding load (`full`: one request in progress is its cap);
+  // and a body that is not JSON, on every operation that reads one.
+  const full = await build(t, { databaseUrl: app.databaseUrl, env: { LOAD_SHED_MAX_IN_FLIGHT: '1', LOAD_SHED_MAX_IN_FLIGHT_PER_CLIENT: '0', SLOW_CLIENT_WINDOW_MS: '0' } })
+  const fullPort = await full.listen({ host: '127.0.0.1', port: 0 }).then(() => (full.server.address() as AddressInfo).port)
+  const fill = net.connect(fullPort, '127.0.0.1')
+  fill.on('error', () => {})
+  t.teardown(() => { fill.destroy() })
+  fill.write('POST /api/user HTTP/1.1\r\nHost: api\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{')
+  await new Promise((resolve) => setTimeout(resolve, 300))
+  // Changes that need a recent sign-in with the second factor, from mfaUser's session (signed in before TOTP was on):
+  // each with a valid body, and a wrong password where one is asked, so that nothing changes.
+  const strict = await build(t, { databaseUrl: app.databaseUrl, env: { RECENT_SIGN_IN_MAX_AGE: '15m' } })
+  const wrong = { currentPassword: 'not the password' }
+  const recent: Record<string, [url: string, payload?: Record<string, unknown>]> = {
+    'POST /api/security/totp': ['/api/security/totp', wrong],
+    'POST /api/security/totp/confirm': ['/api/security/totp/confirm', { ...wrong, code: '123456' }],
+    'POST /api/security/totp/disable': ['/api/security/totp/disable', { password: 'not the password' }],
+    'POST /api/security/recovery-codes': ['/api/security/recovery-codes', wrong],
+    'POST /api/security/passkey-options': ['/api/security/passkey-options', wrong],
+    'POST /api/security/passkey/options': ['/api/security/passkey/options', wrong],
+    'POST /api/security/passkeys': ['/api/security/passkeys', { ...wrong, response: strayRegistration }],
+    'PATCH /api/security/passkeys/{id}': [`/api/security/passkeys/${keyId}`, { name: 'x' }],
+    'DELETE /api/security/passkeys/{id}': [`/api/security/passkeys/${keyId}`],
+    'PATCH /api/user/{id}': [`/api/user/${mfaUser.id}`, { email: newUser().email, ...wrong }],
+    'DELETE /api/user/{id}': [`/api/user/${mfaUser.id}`, { password: 'not the password' }]
+  }
+  const parts = Array.from({ length: 11 }, (_, i) => `--b0undary\r\nContent-Disposition: form-data; name="field${i}"\r\n\r\nx\r\n`).join('')
+  const notWebAuthn = { ...stray, response: { ...stray.response, clientDataJSON: Buffer.from('{}').toString('base64url') } }
+  const plainHttp = { host: 'api.example.com', origin: 'http://api.example.com' }
+  // Other codes not produced above, one request each.
+  const others: Record<string, Record<string, () => Promise<LightMyRequestResponse>>> = {
+    'POST /api/user': { '400 BAD_REQUEST': () => app.inject({ method: 'POST', url: '/api/user', payload: newUser({ password: 'ü'.repeat(50) }) }) },
+    'POST /api/auth/register': { '400 BAD_REQUEST': () => app.inject({ method: 'POST', url: '/api/auth/register', payload: newUser({ password: 'ü'.repeat(50) }) }) },
+    'POST /api/auth/login': { '400 INSECURE_COOKIE_CONTEXT': () => app.inject({ method: 'POST', url: '/api/auth/login', headers: plainHttp, payload: { username: me.username, password: me.password, mode: 'cookie' } }) },
+    'POST /api/auth/passkey/login': { '400 INSECURE_COOKIE_CONTEXT': () => app.inject({ method: 'POST', url: '/api/auth/passkey/login', headers: plainHttp, payload: { response: stray, mode: 'cookie' } }) },
+    'POST /api/auth/mfa/passkey': { '400 BAD_REQUEST': async () => app.inject({ method: 'POST', url: '/api/auth/mfa/passkey', payload: { mfaToken: await ticket(), response: notWebAuthn } }) },
+    'POST /api/security/totp': { '403 WRONG_PASSWORD': async () => app.inject({ method: 'POST', url: '/api/security/totp', headers: (await verifiedUser(app)).auth, payload: wrong }) },
+    'POST /api/security/passkeys': { '403 WRONG_PASSWORD': async () => app.inject({ method: 'POST', url: '/api/security/passkeys', headers: (await verifiedUser(app)).auth, payload: { ...wrong, response: strayRegistration } }) },
+    'POST /api/product/{id}/image': { '400 TOO_MANY_PARTS': () => app.inject({ method: 'POST', url: `/api/product/${mine}/image`, headers: { ...me.auth, 'content-type': 'multipart/form-data; boundary=b0undary' }, payload: `${parts}--b0undary--\r\n` }) },
+    'POST /api/security/totp/disable': {
+      '429 RATE_LIMITED': async () => {
+        const session = await withTotp()
+        const guess = () => limited.inject({ method: 'POST', url: '/api/security/totp/disable', headers: session.auth, payload: { password: 'not the password' } })
+        await guess()
+        return await guess()
+      }
+    }
+  }
+  const operationOf = (route: string) => doc.paths[route.split(' ')[1]!]![route.split(' ')[0]!.toLowerCase()]!
+  for (const [route] of documented) {
+    const [method = '', path = ''] = route.split(' ')
+    const listed = new Set(Object.entries(operationOf(route).responses).flatMap(([status, response]) =>
+      Object.keys(response.content?.['application/problem+json']?.examples ?? {}).map((code) => `${status} ${code}`)))
+    const answers: Array<[string, () => Promise<LightMyRequestResponse>]> = []
+    if (listed.has('429 TOO_MANY_IN_PROGRESS')) answers.push(['429 TOO_MANY_IN_PROGRESS', () => overSocket(crowdedPort, method, path.replace(/\{[^}]+\}/g, '1'))])
+    if (listed.has('503 OVERLOADED')) answers.push(['503 OVERLOADED', () => overSocket(fullPort, method, path.replace(/\{[^}]+\}/g, '1'))])
+    const body = slowBodies[route]
+    if (listed.has('403 CSRF_REJECTED') && operationOf(route).security !== undefined) {
+      t.ok(body, `${route}: a URL to send it from another origin`)
+      if (body !== undefined) answers.push(['403 CSRF_REJECTED', () => app.inject({ method: method as 'POST', url: body[0], headers: evil(me) })])
+    }
+    const change = recent[route]
+    if (listed.has('403 RECENT_SIGN_IN_REQUIRED')) {
+      t.ok(change, `${route}: a change that needs a recent sign-in`)
+      if (change !== undefined) answers.push(['403 RECENT_SIGN_IN_REQUIRED', () => strict.inject({ method: method as 'POST', url: change[0], headers: mfaUser.auth, ...(change[1] === undefined ? {} : { payload: change[1] }) })])
+    }
+    for (const [expected, request] of Object.entries(others[route] ?? {})) answers.push([expected, request])
+    if (listed.has('400 MALFORMED_JSON')) {
+      t.ok(body, `${route}: a URL and headers to send it a body`)
+      if (body !== undefined) answers.push(['400 MALFORMED_JSON', () => app.inject({ method: method as 'POST', url: body[0], headers: { ...body[1], 'content-type': 'application/json' }, payload: '{' })])
+    }
+    for (const [expected, request] of answers) {
+      const response = await request()
+      t.equal(`${response.statusCode} ${response.json().code}`, expected, `${route} answers ${expected}`)
     }
   }
 })

@@ -3,6 +3,9 @@
  * on a database of its own, closed at teardown. Limits are set here, not read from the
  * environment, so a developer's `.env` cannot change what the tests see.
  */
+import { appendFileSync } from 'node:fs'
+import type { ServerResponse } from 'node:http'
+import path from 'node:path'
 import type { FastifyInstance, InjectOptions } from 'fastify'
 import { buildApp, type Tuning } from '../../src/app.js'
 import { loadConfig, type Config } from '../../src/config.js'
@@ -53,9 +56,43 @@ export async function build (t: Tap, options: BuildOptions = {}): Promise<TestAp
   const app = await buildApp({ config, databaseUrl: url, logStream: options.logStream, tuning }) as TestApp
   app.config = config
   app.databaseUrl = url
+  if (process.env.TEST_PROBLEM_LOG) recordProblems(app, path.join(process.env.TEST_PROBLEM_LOG, `${process.pid}.jsonl`))
   t.teardown(async () => { await app.close() })
   await app.ready()
   return app
+}
+
+/** The code of a problem answer: its JSON, or the page a browser gets (src/plugins/error-handler.ts). */
+function problemCode (status: number, body: string): string | undefined {
+  if (status < 400) return undefined
+  return /"code":"([A-Z_]+)"|Error <code>([A-Z_]+)<\/code>/.exec(body)?.slice(1).find(Boolean)
+}
+
+/**
+ * Appends every problem answer of `app` to `file`, a line `[method, path, status, code]` each:
+ * those of `inject`, and those of a socket, refusals before routing included (a listener put
+ * before the app's own). scripts/problem-codes.ts compares them with the codes the OpenAPI
+ * document lists per operation.
+ */
+function recordProblems (app: FastifyInstance, file: string): void {
+  const record = (method: string, url: string, status: number, body: string) => {
+    const code = problemCode(status, body)
+    if (code !== undefined) appendFileSync(file, JSON.stringify([method, url.split('?')[0], status, code]) + '\n')
+  }
+  const inject = app.inject.bind(app) as (options: InjectOptions | string) => ReturnType<FastifyInstance['inject']>
+  app.inject = (async (options: InjectOptions | string) => {
+    const response = await inject(options)
+    record(response.raw.req.method ?? 'GET', response.raw.req.url ?? '/', response.statusCode, response.body)
+    return response
+  }) as FastifyInstance['inject']
+  app.server.prependListener('request', (request, response: ServerResponse) => {
+    const end = response.end.bind(response) as (...args: unknown[]) => ServerResponse
+    response.end = ((...args: unknown[]) => {
+      const chunk = args[0]
+      if (typeof chunk === 'string' || Buffer.isBuffer(chunk)) record(request.method ?? 'GET', request.url ?? '/', response.statusCode, String(chunk))
+      return end(...args)
+    }) as ServerResponse['end']
+  })
 }
 
 let counter = 0

@@ -9,14 +9,11 @@ import createError from '@fastify/error'
 import { normalizeIP } from '@fastify/rate-limit'
 import { parseApiKeys } from '../../lib/api-keys.js'
 import { MemoryAttemptStore, STORE_RETRY_AFTER_S, type AttemptStore, type ReserveResult } from '../../lib/attempts.js'
-import { ServiceUnavailable } from '../../lib/problem.js'
-import { problem } from '../../lib/responses.js'
+import { ServiceUnavailable, type ProblemCode } from '../../lib/problem.js'
 import {
   createKeySet,
-  INVALID_KEY_MESSAGE,
   KeyAuthInvalidKeyError,
   KeyAuthMissingOrMalformedError,
-  MISSING_OR_MALFORMED_MESSAGE,
   type KeyAuthPluginOptions
 } from '@user-product-service/key-auth'
 
@@ -31,10 +28,11 @@ export const adminApiKeyScheme = {
 export const adminApiKey = [{ adminApiKey: [] }]
 
 /**
- * The 401 of the admin routes: key-auth's refusals, whose client codes the error handler's
- * map gives (KNOWN_CODES in src/plugins/error-handler.ts); test/openapi.test.ts holds the two together.
+ * What an admin route answers of its key: none (API_KEY_MISSING), a wrong one (API_KEY_INVALID),
+ * too many wrong ones from this client (RATE_LIMITED). The client codes of key-auth's refusals
+ * come from the error handler's map (KNOWN_CODES in src/plugins/error-handler.ts).
  */
-export const adminKeyRefused = problem(401, [['API_KEY_MISSING', MISSING_OR_MALFORMED_MESSAGE], ['API_KEY_INVALID', INVALID_KEY_MESSAGE]])
+export const ADMIN_KEY = ['API_KEY_MISSING', 'API_KEY_INVALID', 'RATE_LIMITED'] as const satisfies readonly ProblemCode[]
 
 /**
  * Wrong keys per client address per window; past that, 429 with Retry-After. An operator

@@ -6,11 +6,11 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { parseApiKeys } from '../../lib/api-keys.js'
 import { NotFound } from '../../lib/problem.js'
-import { empty, json, problems } from '../../lib/responses.js'
+import { BODY, empty, json, problems } from '../../lib/responses.js'
 import { IdParams, Page, PageQuery } from '../../lib/schemas.js'
 import keyAuth from '@user-product-service/key-auth'
 import { User } from '../users/index.js'
-import { adminApiKey, adminKeyAuthOptions, adminKeyRefused, type KeyFailureLimit } from './api-keys.js'
+import { ADMIN_KEY, adminApiKey, adminKeyAuthOptions, type KeyFailureLimit } from './api-keys.js'
 
 export interface AdminRoutesOptions {
   /** ADMIN_API_KEYS: comma-separated keys; empty refuses every request. */
@@ -36,7 +36,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
       summary: 'List users, oldest first, a page at a time',
       security: adminApiKey,
       querystring: PageQuery,
-      response: { 200: json(UserPage, { description: 'a page of users' }), ...problems(400, 401, 429), 401: adminKeyRefused }
+      response: { 200: json(UserPage, { description: 'a page of users' }), ...problems(...ADMIN_KEY, 'VALIDATION_FAILED') }
     }
   }, async (request) => await users.page(request.query))
 
@@ -47,7 +47,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
       summary: 'Delete a user and their products',
       security: adminApiKey,
       params: IdParams,
-      response: { 204: deleted, ...problems(400, 401, 404, 413, 415, 429), 401: adminKeyRefused }
+      response: { 204: deleted, ...problems(...BODY, ...ADMIN_KEY, 'VALIDATION_FAILED', 'NOT_FOUND') }
     }
   }, async (request, reply) => {
     await users.delete(request.params.id)
@@ -63,7 +63,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
         'Confirm who is asking before you do this: it is what an attacker who has the password wants. 404 when the user does not exist.',
       security: adminApiKey,
       params: IdParams,
-      response: { 204: empty('the factors are removed'), ...problems(400, 401, 404, 429), 401: adminKeyRefused }
+      response: { 204: empty('the factors are removed'), ...problems(...BODY, ...ADMIN_KEY, 'VALIDATION_FAILED', 'NOT_FOUND') }
     }
   }, async (request, reply) => {
     const { id } = request.params
@@ -80,7 +80,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
       summary: 'Delete any product',
       security: adminApiKey,
       params: IdParams,
-      response: { 204: deleted, ...problems(400, 401, 404, 413, 415, 429), 401: adminKeyRefused }
+      response: { 204: deleted, ...problems(...BODY, ...ADMIN_KEY, 'VALIDATION_FAILED', 'NOT_FOUND') }
     }
   }, async (request, reply) => {
     await products.delete(request.params.id)

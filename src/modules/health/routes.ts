@@ -16,7 +16,7 @@ import { Type } from 'typebox'
 import { expectedMigrations } from '../../db/pending.js'
 import { pendingOnPool } from '../../db/readiness.js'
 import { ServiceUnavailable } from '../../lib/problem.js'
-import { problem } from '../../lib/responses.js'
+import { problemsExactly } from '../../lib/responses.js'
 import { redisAnswers } from '../../plugins/redis.js'
 
 const Status = Type.Object({ status: Type.Literal('ok') }, { examples: [{ status: 'ok' }] })
@@ -64,12 +64,12 @@ export const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesOptions> = asyn
 
   app.get('/live', {
     config: { rateLimit: false, loadShedding: false },
-    schema: { operationId: 'healthLive', tags: ['health'], summary: 'The process is up', response: { 200: Status } }
+    schema: { operationId: 'healthLive', tags: ['health'], summary: 'The process is up', response: { 200: Status, ...problemsExactly('UNSUPPORTED_MEDIA_TYPE') } }
   }, async () => ({ status: 'ok' as const }))
 
   app.get('/ready', {
     config: { rateLimit: false },
-    schema: { operationId: 'healthReady', tags: ['health'], summary: 'The database answers and its migrations are applied', response: { 200: Readiness, 429: problem(429), 503: problem(503) } }
+    schema: { operationId: 'healthReady', tags: ['health'], summary: 'The database answers and its migrations are applied', response: { 200: Readiness, ...problemsExactly('TOO_MANY_IN_PROGRESS', 'UNSUPPORTED_MEDIA_TYPE', 'OVERLOADED', 'SERVICE_UNAVAILABLE') } }
   }, async (request) => {
     if (app.draining.active) throw new ServiceUnavailable('The service is shutting down')
     const redis = app.redis === null ? undefined : redisAnswers(app.redis, timeoutMs)

@@ -15,7 +15,7 @@ import fastifyFormbody from '@fastify/formbody'
 import type { FastifyPluginAsyncTypebox, TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
 import { BadRequest } from '../../lib/problem.js'
-import { empty, header, HEADERS, json, problems, sessionAuth } from '../../lib/responses.js'
+import { BODY, empty, header, HEADERS, json, problems, SESSION_CHANGE, sessionAuth } from '../../lib/responses.js'
 import { SessionResult } from '../../lib/session-schemas.js'
 import { passwordResetRoutes, registrationRoute, resendVerificationRoute, verifyEmailRoute } from '../users/index.js'
 import { CHALLENGE_LIMITS, type SignIn } from './factors.js'
@@ -87,7 +87,7 @@ const authRoutes: FastifyPluginAsyncTypebox = async (app) => {
           200: json(SessionResult, { headers: { ...HEADERS.setCookie, ...HEADERS.noStore } }),
           202: json(SecondStep, { headers: HEADERS.noStore }),
           303: empty('cookie mode with `redirect`: the cookies are set, `Location` is that path, and there is no body', { Location: header('the `redirect` path'), ...HEADERS.setCookie, ...HEADERS.noStore }),
-          ...problems(400, 401, 403, 413, 415, 429)
+          ...problems(...BODY, 'VALIDATION_FAILED', 'BAD_REQUEST', 'INSECURE_COOKIE_CONTEXT', 'UNAUTHORIZED', 'CSRF_REJECTED', 'EMAIL_NOT_VERIFIED', 'RATE_LIMITED')
         }
       }
     }, async (request, reply) => {
@@ -133,7 +133,7 @@ const authRoutes: FastifyPluginAsyncTypebox = async (app) => {
           'JSON or a form; no body, `{}`, an empty form or `application/json` with an empty body all refresh by cookie.',
         consumes: [JSON_TYPE, FORM],
         body: RefreshBody,
-        response: { 200: json(SessionResult, { headers: { ...HEADERS.setCookie, ...HEADERS.noStore } }), ...problems(400, 401, 403, 413, 415, 429) }
+        response: { 200: json(SessionResult, { headers: { ...HEADERS.setCookie, ...HEADERS.noStore } }), ...problems(...BODY, 'VALIDATION_FAILED', 'BAD_REQUEST', 'INVALID_REFRESH_TOKEN', 'REFRESH_TOKEN_REUSED', 'CSRF_REJECTED', 'RATE_LIMITED') }
       }
     }, async (request, reply) => {
       const { cookies } = identity
@@ -178,7 +178,7 @@ const authRoutes: FastifyPluginAsyncTypebox = async (app) => {
         'A wrong, expired or used code: 401 `MFA_CODE_INVALID`, counted with the account\'s wrong passwords (`LOGIN_FAILURES_MAX`: 429 past it). ' +
         'An unknown, expired or completed `mfaToken`: 401 `MFA_TOKEN_INVALID`.',
       body: CodeStepBody,
-      response: { ...sessionAnswer, ...problems(400, 401, 403, 413, 415) }
+      response: { ...sessionAnswer, ...problems(...BODY, 'VALIDATION_FAILED', 'BAD_REQUEST', 'MFA_TOKEN_INVALID', 'MFA_CODE_INVALID', 'CSRF_REJECTED', 'RATE_LIMITED') }
     }
   }, async (request, reply) => {
     identity.originCheck(request, { requireOrigin: false })
@@ -193,7 +193,7 @@ const authRoutes: FastifyPluginAsyncTypebox = async (app) => {
       summary: 'The WebAuthn options to complete a login\'s second step with one of the user\'s passkeys',
       description: CHALLENGE_LIMITS,
       body: MfaTokenBody,
-      response: { 200: json(RequestOptions), ...problems(400, 401, 413, 415) }
+      response: { 200: json(RequestOptions), ...problems(...BODY, 'VALIDATION_FAILED', 'MFA_TOKEN_INVALID', 'RATE_LIMITED') }
     }
   }, async (request, reply) => await identity.factors.secondStepPasskeyOptions(request.body.mfaToken, reply))
 
@@ -205,7 +205,7 @@ const authRoutes: FastifyPluginAsyncTypebox = async (app) => {
       summary: 'Complete a login\'s second step with a passkey; starts the session',
       description: 'The body is `{mfaToken, response}`: `response` is the assertion navigator.credentials.get() made from the options of `POST /api/auth/mfa/passkey/options` (single use, 5 min), as `PublicKeyCredential.toJSON()` gives it (what @simplewebauthn/browser\'s `startAuthentication` answers). Refused (as for `POST /api/auth/passkey/login`, a cross-origin frame included): 401 `PASSKEY_REFUSED` with the reason.',
       body: PasskeyStepBody,
-      response: { ...sessionAnswer, ...problems(400, 401, 403, 413, 415) }
+      response: { ...sessionAnswer, ...problems(...BODY, 'VALIDATION_FAILED', 'BAD_REQUEST', 'MFA_TOKEN_INVALID', 'PASSKEY_REFUSED', 'CSRF_REJECTED', 'RATE_LIMITED') }
     }
   }, async (request, reply) => {
     identity.originCheck(request, { requireOrigin: false })
@@ -219,7 +219,7 @@ const authRoutes: FastifyPluginAsyncTypebox = async (app) => {
       summary: 'The WebAuthn options of a sign-in with a passkey alone (no name typed)',
       description: `No body. The challenge works once, for 5 minutes, on any replica. ${CHALLENGE_LIMITS}`,
       'x-optional-body': true,
-      response: { 200: json(RequestOptions), ...problems() }
+      response: { 200: json(RequestOptions), ...problems(...BODY, 'RATE_LIMITED') }
     }
   }, async (_request, reply) => await identity.factors.signInOptions(reply))
 
@@ -232,7 +232,7 @@ const authRoutes: FastifyPluginAsyncTypebox = async (app) => {
       description: 'The body is `{response, mode?}`: `response` is the assertion navigator.credentials.get() made from the options of `POST /api/auth/passkey/options`, as `PublicKeyCredential.toJSON()` gives it (what @simplewebauthn/browser\'s `startAuthentication` answers); the passkey names its user, whose user verification (PIN, biometrics) is required. ' +
         '`mode` as for login (`token` by default). Refused (unknown or deleted passkey, wrong origin, made in a cross-origin frame, a counter that did not go up, a used or expired challenge, no user verification): 401 `PASSKEY_REFUSED` with the reason.',
       body: PasskeySignInBody,
-      response: { ...sessionAnswer, ...problems(400, 401, 403, 413, 415) }
+      response: { ...sessionAnswer, ...problems(...BODY, 'VALIDATION_FAILED', 'BAD_REQUEST', 'INSECURE_COOKIE_CONTEXT', 'PASSKEY_REFUSED', 'CSRF_REJECTED', 'RATE_LIMITED') }
     }
   }, async (request, reply) => {
     const mode = request.body.mode ?? 'token'
@@ -259,7 +259,7 @@ const authRoutes: FastifyPluginAsyncTypebox = async (app) => {
           security: sessionAuth,
           consumes: [JSON_TYPE, FORM],
           body: LogoutBody,
-          response: { 204: empty('logged out', { ...HEADERS.clearCookie, ...HEADERS.noStore }), ...problems(400, 401, 403, 413, 415) }
+          response: { 204: empty('logged out', { ...HEADERS.clearCookie, ...HEADERS.noStore }), ...problems(...BODY, ...SESSION_CHANGE, 'VALIDATION_FAILED') }
         }
       }, async (request, reply) => {
         await identity.sessions.logout(request.sessionId!)

@@ -8,15 +8,15 @@ import type { FastifyPluginAsyncTypebox, TypeBoxTypeProvider } from '@fastify/ty
 import type { FastifyRequest } from 'fastify'
 import { deprecatedAlias } from '../../lib/deprecation.js'
 import { BadRequest } from '../../lib/problem.js'
-import { empty, json, problems, sessionAuth } from '../../lib/responses.js'
+import { BODY, empty, json, problems, SESSION, SESSION_CHANGE, sessionAuth } from '../../lib/responses.js'
 import { CHALLENGE_LIMITS, CREDENTIAL_ID_MAX_BYTES, PASSKEYS_MAX_PER_USER, PUBLIC_KEY_MAX_BYTES } from './factors.js'
 import { ConfirmTotpBody, CreationOptions, DisableTotpBody, Passkey, PasskeyParams, ProofBody, RecoveryCodes, RegisterPasskeyBody, RenamePasskeyBody, Security, TotpEnrolment } from './schemas.js'
 import { ACTIVITY_OF, sessionRoutes } from './session-routes.js'
 import { deviceOf } from './sessions.js'
 import { EmailNotVerified } from './sign-in.js'
 
-/** What a change that adds or replaces a factor may answer besides its own statuses: 400 (no `currentPassword`), 403, 413, 415, 429. */
-const PROVED = [400, 401, 403, 413, 415, 429] as const
+/** What a change that needs the current password may answer besides its own codes: a missing, wrong or too often wrong one, a sign-in not recent enough. */
+const PROVED = [...BODY, ...SESSION_CHANGE, 'VALIDATION_FAILED', 'BAD_REQUEST', 'WRONG_PASSWORD', 'RATE_LIMITED', 'RECENT_SIGN_IN_REQUIRED'] as const
 
 export const securityRoutes: FastifyPluginAsyncTypebox = async (parent) => {
   const app = parent.withTypeProvider<TypeBoxTypeProvider>()
@@ -47,7 +47,7 @@ export const securityRoutes: FastifyPluginAsyncTypebox = async (parent) => {
       tags: ['security'],
       summary: 'Your second factors, passkeys and how this session was signed in',
       security: sessionAuth,
-      response: { 200: json(Security), ...problems(401) }
+      response: { 200: json(Security), ...problems(...SESSION) }
     }
   }, async (request) => await factors.overview(request.currentUser!.id, request.sessionId!))
 
@@ -61,7 +61,7 @@ export const securityRoutes: FastifyPluginAsyncTypebox = async (parent) => {
         'Needs `currentPassword` (missing: 400 `BAD_REQUEST`; wrong: 403 `WRONG_PASSWORD`, counted with the account\'s wrong passwords, 429 past `LOGIN_FAILURES_MAX`) and a verified address (403 `EMAIL_NOT_VERIFIED`).',
       security: sessionAuth,
       body: ProofBody,
-      response: { 200: json(TotpEnrolment), ...problems(...PROVED, 409) }
+      response: { 200: json(TotpEnrolment), ...problems(...PROVED, 'EMAIL_NOT_VERIFIED', 'TOTP_ENABLED') }
     }
   }, async (request) => await factors.startTotp(request.currentUser!))
 
@@ -75,7 +75,7 @@ export const securityRoutes: FastifyPluginAsyncTypebox = async (parent) => {
         'Needs `currentPassword` and a verified address, as `POST /api/security/totp`.',
       security: sessionAuth,
       body: ConfirmTotpBody,
-      response: { 200: json(RecoveryCodes), ...problems(...PROVED, 409) }
+      response: { 200: json(RecoveryCodes), ...problems(...PROVED, 'EMAIL_NOT_VERIFIED', 'TOTP_NOT_PENDING', 'TOTP_CODE_INVALID') }
     }
   }, async (request) => await factors.confirmTotp(request.currentUser!, request.body.code))
 
@@ -88,7 +88,7 @@ export const securityRoutes: FastifyPluginAsyncTypebox = async (parent) => {
       description: 'A wrong password: 403 `WRONG_PASSWORD`; a wrong code: 400 `TOTP_CODE_INVALID`; both count with the account\'s wrong passwords (429 past `LOGIN_FAILURES_MAX`). The account\'s address is told.',
       security: sessionAuth,
       body: DisableTotpBody,
-      response: { 204: empty('TOTP is off'), ...problems(400, 401, 403, 409, 413, 415) }
+      response: { 204: empty('TOTP is off'), ...problems(...BODY, ...SESSION_CHANGE, 'VALIDATION_FAILED', 'BAD_REQUEST', 'WRONG_PASSWORD', 'TOTP_CODE_INVALID', 'TOTP_NOT_ENABLED', 'RATE_LIMITED', 'RECENT_SIGN_IN_REQUIRED') }
     }
   }, async (request, reply) => {
     const { currentPassword, password, code } = request.body
@@ -107,7 +107,7 @@ export const securityRoutes: FastifyPluginAsyncTypebox = async (parent) => {
         'Needs `currentPassword` (missing: 400 `BAD_REQUEST`; wrong: 403 `WRONG_PASSWORD`, counted with the account\'s wrong passwords, 429 past `LOGIN_FAILURES_MAX`).',
       security: sessionAuth,
       body: ProofBody,
-      response: { 200: json(RecoveryCodes), ...problems(...PROVED, 409) }
+      response: { 200: json(RecoveryCodes), ...problems(...PROVED, 'TOTP_NOT_ENABLED') }
     }
   }, async (request) => await factors.regenerateRecoveryCodes(request.currentUser!))
 
@@ -120,7 +120,7 @@ export const securityRoutes: FastifyPluginAsyncTypebox = async (parent) => {
       description: `Needs \`currentPassword\` (missing: 400 \`BAD_REQUEST\`; wrong: 403 \`WRONG_PASSWORD\`, counted with the account's wrong passwords, 429 past \`LOGIN_FAILURES_MAX\`) and a verified address (403 \`EMAIL_NOT_VERIFIED\`). A user holds at most ${PASSKEYS_MAX_PER_USER} passkeys: past it, 409 \`PASSKEY_QUOTA_EXCEEDED\` until one is deleted. ${CHALLENGE_LIMITS}`,
       security: sessionAuth,
       body: ProofBody,
-      response: { 200: json(CreationOptions), ...problems(...PROVED, 409) }
+      response: { 200: json(CreationOptions), ...problems(...PROVED, 'EMAIL_NOT_VERIFIED', 'PASSKEY_QUOTA_EXCEEDED') }
     }
   }, async (request, reply) => await factors.registrationOptions(request.currentUser!, reply))
 
@@ -138,7 +138,7 @@ export const securityRoutes: FastifyPluginAsyncTypebox = async (parent) => {
         'Needs `currentPassword` and a verified address, as the options do. The account\'s address is told of the new passkey.',
       security: sessionAuth,
       body: RegisterPasskeyBody,
-      response: { 201: json(Passkey), ...problems(...PROVED, 409) }
+      response: { 201: json(Passkey), ...problems(...PROVED, 'EMAIL_NOT_VERIFIED', 'PASSKEY_NOT_REGISTERED', 'CONFLICT', 'PASSKEY_QUOTA_EXCEEDED') }
     }
   }, async (request, reply) => {
     const passkey = await factors.register(request.currentUser!, request.body.response, request.body.name)
@@ -154,7 +154,7 @@ export const securityRoutes: FastifyPluginAsyncTypebox = async (parent) => {
       security: sessionAuth,
       params: PasskeyParams,
       body: RenamePasskeyBody,
-      response: { 200: json(Passkey), ...problems(400, 401, 403, 404, 413, 415) }
+      response: { 200: json(Passkey), ...problems(...BODY, ...SESSION_CHANGE, 'VALIDATION_FAILED', 'RECENT_SIGN_IN_REQUIRED', 'NOT_FOUND') }
     }
   }, async (request) => await factors.renamePasskey(request.currentUser!.id, request.params.id, request.body.name))
 
@@ -166,7 +166,7 @@ export const securityRoutes: FastifyPluginAsyncTypebox = async (parent) => {
       summary: 'Delete one of your passkeys (by the `id` GET /api/security lists): it signs in no more',
       security: sessionAuth,
       params: PasskeyParams,
-      response: { 204: empty('deleted'), ...problems(400, 401, 403, 404) }
+      response: { 204: empty('deleted'), ...problems(...BODY, ...SESSION_CHANGE, 'VALIDATION_FAILED', 'RECENT_SIGN_IN_REQUIRED', 'NOT_FOUND') }
     }
   }, async (request, reply) => {
     await factors.deletePasskey(request.currentUser!.id, request.params.id)

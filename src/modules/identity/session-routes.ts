@@ -8,7 +8,7 @@
 import type { FastifyPluginAsyncTypebox, TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import Bowser from 'bowser'
 import { NotFound } from '../../lib/problem.js'
-import { empty, json, problems, sessionAuth } from '../../lib/responses.js'
+import { BODY, empty, json, problems, SESSION, SESSION_CHANGE, sessionAuth } from '../../lib/responses.js'
 import { Type } from 'typebox'
 import { Timestamp } from '../../lib/schemas.js'
 import { EVENTS_KEPT, type SecurityEventKind } from './activity.js'
@@ -77,7 +77,7 @@ export const sessionRoutes: FastifyPluginAsyncTypebox = async (parent) => {
       summary: 'Your signed-in sessions: when, from which device and address, how; this one marked',
       description: 'The live sessions of the account, the most recently used first (at most `SESSIONS_MAX_PER_USER`). `lastUsedAt` is the last login or refresh of the session; `browser` and `os` are read from its User-Agent.',
       security: sessionAuth,
-      response: { 200: json(SessionList), ...problems(401) }
+      response: { 200: json(SessionList), ...problems(...SESSION) }
     }
   }, async (request) => ({ items: (await sessions.list(request.currentUser!.id)).map((row) => present(row, request.sessionId!)) }))
 
@@ -88,7 +88,7 @@ export const sessionRoutes: FastifyPluginAsyncTypebox = async (parent) => {
       summary: 'Your account\'s recent security activity: sign-ins, wrong passwords, factor, password and session changes',
       description: `Newest first, the last ${EVENTS_KEPT} events of the account, each with when, the address and the device it came from.`,
       security: sessionAuth,
-      response: { 200: json(Activity), ...problems(401) }
+      response: { 200: json(Activity), ...problems(...SESSION) }
     }
   }, async (request) => ({ items: (await app.identity.activity.list(request.currentUser!.id)).map((row) => ({ ...row, ...describe(row.userAgent) })) }))
 
@@ -100,7 +100,7 @@ export const sessionRoutes: FastifyPluginAsyncTypebox = async (parent) => {
       description: 'Its access token and refresh token stop working at once. 404 when the account has no live session of that id.',
       security: sessionAuth,
       params: SessionParams,
-      response: { 204: empty('ended'), ...problems(400, 401, 403, 404) }
+      response: { 204: empty('ended'), ...problems(...BODY, ...SESSION_CHANGE, 'VALIDATION_FAILED', 'NOT_FOUND') }
     }
   }, async (request, reply) => {
     if (!await sessions.endOwn(request.currentUser!.id, request.params.id)) throw new NotFound('You have no live session of that id')
@@ -115,7 +115,7 @@ export const sessionRoutes: FastifyPluginAsyncTypebox = async (parent) => {
       summary: 'Sign out everywhere else: end every session of yours but this one (a logout ends this one)',
       description: 'For a lost device, or after turning on a second factor: sessions signed in before it keep refreshing until ended.',
       security: sessionAuth,
-      response: { 200: json(EndedSessions), ...problems(401, 403) }
+      response: { 200: json(EndedSessions), ...problems(...BODY, ...SESSION_CHANGE) }
     }
   }, async (request) => ({ ended: await sessions.endOthers(request.currentUser!.id, request.sessionId!) }))
 }

@@ -8,7 +8,7 @@
  */
 import fastifyMultipart from '@fastify/multipart'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { empty, header, json, problems, sessionAuth } from '../../lib/responses.js'
+import { BODY, empty, header, json, problems, SESSION_CHANGE, sessionAuth } from '../../lib/responses.js'
 import { IdParams } from '../../lib/schemas.js'
 import { MULTIPART_OVERHEAD, uploadLimits } from './images.js'
 import { ImageContent, ImageQuery, ImageUploadBody, Product } from './schemas.js'
@@ -55,7 +55,7 @@ export const productImageRead: FastifyPluginAsyncTypebox<ProductImageReadOptions
         200: { description: 'the image; with `w`, its WebP rendition', headers: IMAGE_HEADERS, content: ImageContent },
         206: { description: 'the requested byte range of the image', headers: { ...IMAGE_HEADERS, 'Content-Range': header('`bytes <first>-<last>/<size>`') }, content: ImageContent },
         304: empty('not modified: the copy the client has is current', { ETag: IMAGE_HEADERS.ETag, 'Cache-Control': IMAGE_HEADERS['Cache-Control'] }),
-        ...problems(400, 404, 415, 416)
+        ...problems('VALIDATION_FAILED', 'NOT_FOUND', 'UNSUPPORTED_IMAGE_TYPE', 'RANGE_NOT_SATISFIABLE')
       }
     }
   }, async (request, reply) => {
@@ -89,7 +89,7 @@ export const productImageWrites: FastifyPluginAsyncTypebox<{ maxBytes: number }>
       response: {
         200: json(Product, { description: 'the image replaced the earlier one; the product' }),
         201: json(Product, { description: 'the product had no image; the product', headers: { Location: header('the image\'s URL (`imageUrl`)') } }),
-        ...problems(400, 401, 403, 404, 409, 413, 415)
+        ...problems(...BODY, ...SESSION_CHANGE, 'VALIDATION_FAILED', 'BAD_REQUEST', 'IMAGE_MISSING', 'TOO_MANY_FILES', 'TOO_MANY_PARTS', 'UNSUPPORTED_IMAGE_TYPE', 'FORBIDDEN', 'NOT_FOUND', 'IMAGE_QUOTA_EXCEEDED')
       }
     }
   }, async (request, reply) => {
@@ -109,7 +109,7 @@ export const productImageWrites: FastifyPluginAsyncTypebox<{ maxBytes: number }>
       summary: 'Remove the image of a product you created',
       security: sessionAuth,
       params: IdParams,
-      response: { 204: empty('removed'), ...problems(400, 401, 403, 404, 413, 415) }
+      response: { 204: empty('removed'), ...problems(...BODY, ...SESSION_CHANGE, 'VALIDATION_FAILED', 'FORBIDDEN', 'NOT_FOUND') }
     }
   }, async (request, reply) => {
     await productImages.remove(request.params.id, request.currentUser!.id)

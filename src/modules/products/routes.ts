@@ -5,7 +5,7 @@
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import createError from '@fastify/error'
-import { empty, header, json, problems, sessionAuth } from '../../lib/responses.js'
+import { BODY, empty, header, json, problems, SESSION_CHANGE, sessionAuth } from '../../lib/responses.js'
 import { IdParams } from '../../lib/schemas.js'
 import { CSV_CONTENT_TYPE } from './csv.js'
 import { productImageRead, productImageWrites, PRODUCT_IMAGE_ROUTE, type ImageCorp } from './image-routes.js'
@@ -60,7 +60,7 @@ export const productRoutes: FastifyPluginAsyncTypebox<ProductRoutesOptions> = as
             'text/csv': { schema: CatalogueCsv, example: CATALOGUE_CSV_EXAMPLE }
           }
         },
-        ...problems(400, 406)
+        ...problems('VALIDATION_FAILED', 'NOT_ACCEPTABLE')
       }
     }
   }, async (request, reply) => {
@@ -93,7 +93,7 @@ export const productRoutes: FastifyPluginAsyncTypebox<ProductRoutesOptions> = as
       tags: ['products'],
       summary: 'Fetch a product',
       params: IdParams,
-      response: { 200: json(Product), ...problems(400, 404) }
+      response: { 200: json(Product), ...problems('VALIDATION_FAILED', 'NOT_FOUND') }
     }
   }, async (request) => present(await products.get(request.params.id)))
 
@@ -110,7 +110,7 @@ export const productRoutes: FastifyPluginAsyncTypebox<ProductRoutesOptions> = as
         description: 'One user holds at most `PRODUCTS_MAX_PER_USER` products: past it, 409 `PRODUCT_QUOTA_EXCEEDED` until you delete one.',
         security: sessionAuth,
         body: CreateProductBody,
-        response: { 201: json(Product, { description: 'the new product' }), ...problems(400, 401, 403, 409, 413, 415) }
+        response: { 201: json(Product, { description: 'the new product' }), ...problems(...BODY, ...SESSION_CHANGE, 'VALIDATION_FAILED', 'PRODUCT_QUOTA_EXCEEDED') }
       }
     }, async (request, reply) => {
       return reply.code(201).send(present(await products.create(request.body, request.currentUser!.id)))
@@ -123,7 +123,7 @@ export const productRoutes: FastifyPluginAsyncTypebox<ProductRoutesOptions> = as
         summary: 'Delete a product you created (and its image)',
         security: sessionAuth,
         params: IdParams,
-        response: { 204: empty('deleted'), ...problems(400, 401, 403, 404, 413, 415) }
+        response: { 204: empty('deleted'), ...problems(...BODY, ...SESSION_CHANGE, 'VALIDATION_FAILED', 'FORBIDDEN', 'NOT_FOUND') }
       }
     }, async (request, reply) => {
       await products.deleteOwned(request.params.id, request.currentUser!.id)

@@ -8,7 +8,7 @@
  */
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import type { FastifyInstance } from 'fastify'
-import { empty, HEADERS, json, problems, sessionAuth } from '../../lib/responses.js'
+import { BODY, empty, HEADERS, json, problems, SESSION_CHANGE, sessionAuth } from '../../lib/responses.js'
 import { PasswordResetAccepted, PasswordResetBody, PasswordResetConfirmBody, RegisterBody, User, VerificationQueued, VerifyEmailBody } from './schemas.js'
 
 export interface RegistrationRouteOptions {
@@ -28,7 +28,7 @@ export function registrationRoute (app: FastifyInstance, options: RegistrationRo
       tags: [options.tag],
       summary: options.summary,
       body: RegisterBody,
-      response: { 201: json(User), ...problems(400, 409, 413, 415, 429) }
+      response: { 201: json(User), ...problems(...BODY, 'VALIDATION_FAILED', 'BAD_REQUEST', 'CONFLICT', 'RATE_LIMITED') }
     }
   }, async (request, reply) => {
     return reply.code(201).send(await app.users.register(request.body))
@@ -48,7 +48,7 @@ export function passwordResetRoutes (parent: FastifyInstance): void {
         'The link (`<PUBLIC_URL>/reset-password#token=...`) works once, for `PASSWORD_RESET_TTL` (30 min by default). ' +
         'At most 3 e-mails per address per hour (further requests are answered the same and send nothing); the client\'s budget of auth requests applies (429).',
       body: PasswordResetBody,
-      response: { 202: json(PasswordResetAccepted), ...problems(400, 413, 415) }
+      response: { 202: json(PasswordResetAccepted), ...problems(...BODY, 'VALIDATION_FAILED', 'RATE_LIMITED') }
     }
   }, async (request, reply) => {
     await app.passwordReset.request(request.body.email, reply)
@@ -65,7 +65,7 @@ export function passwordResetRoutes (parent: FastifyInstance): void {
         'Every session of the user ends (access and refresh tokens), and every other reset link of theirs stops working. ' +
         'An unknown, used or expired token: 400 `RESET_TOKEN_INVALID`. Of two confirmations with one token, one succeeds.',
       body: PasswordResetConfirmBody,
-      response: { 204: empty('the password is set; log in with it', HEADERS.noStore), ...problems(400, 413, 415) }
+      response: { 204: empty('the password is set; log in with it', HEADERS.noStore), ...problems(...BODY, 'VALIDATION_FAILED', 'BAD_REQUEST', 'RESET_TOKEN_INVALID', 'RATE_LIMITED') }
     }
   }, async (request, reply) => {
     await app.passwordReset.confirm(request.body.token, request.body.password)
@@ -86,7 +86,7 @@ export function verifyEmailRoute (parent: FastifyInstance): void {
         'An unknown, used or expired token, or one sent to an address the user has since left or no longer asks for: 400 `VERIFICATION_TOKEN_INVALID`. ' +
         'The pending address taken by another account meanwhile: 409 `CONFLICT`, nothing changed.',
       body: VerifyEmailBody,
-      response: { 204: empty('the address is verified'), ...problems(400, 409, 413, 415) }
+      response: { 204: empty('the address is verified'), ...problems(...BODY, 'VALIDATION_FAILED', 'VERIFICATION_TOKEN_INVALID', 'CONFLICT', 'RATE_LIMITED') }
     }
   }, async (request, reply) => {
     await parent.emailVerification.verify(request.body.token)
@@ -103,7 +103,7 @@ export function resendVerificationRoute (parent: FastifyInstance): void {
       summary: 'E-mail the verification link of your address again',
       description: 'Authenticated; no body. The link goes to the `pendingEmail` of a change when there is one, else to `email`; nothing is sent when that is verified already. At most 3 per user per hour: 429 with `Retry-After` past it.',
       security: sessionAuth,
-      response: { 202: json(VerificationQueued), ...problems(401, 403) }
+      response: { 202: json(VerificationQueued), ...problems(...BODY, ...SESSION_CHANGE, 'RATE_LIMITED') }
     }
   }, async (request, reply) => {
     const user = request.currentUser!

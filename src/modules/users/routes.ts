@@ -9,7 +9,7 @@ import type { FastifyRequest } from 'fastify'
 import createError from '@fastify/error'
 import { budget, type AttemptStore } from '../../lib/attempts.js'
 import { BadRequest, Forbidden } from '../../lib/problem.js'
-import { empty, HEADERS, json, problems, sessionAuth } from '../../lib/responses.js'
+import { BODY, empty, HEADERS, json, problems, SESSION, SESSION_CHANGE, sessionAuth } from '../../lib/responses.js'
 import { IdParams } from '../../lib/schemas.js'
 import { registrationRoute } from './account-routes.js'
 import { DeleteUserBody, UpdatedUser, UpdateUserBody, User, type PublicUser } from './schemas.js'
@@ -52,7 +52,7 @@ const ownRecordRoutes: FastifyPluginAsyncTypebox<UserRoutesOptions> = async (app
       summary: 'Fetch your own user record',
       security: sessionAuth,
       params: IdParams,
-      response: { 200: json(User), ...problems(400, 401, 403) }
+      response: { 200: json(User), ...problems(...SESSION, 'VALIDATION_FAILED', 'FORBIDDEN') }
     }
   }, async (request) => {
     // `authenticate` has just loaded this record: no second query.
@@ -72,7 +72,7 @@ const ownRecordRoutes: FastifyPluginAsyncTypebox<UserRoutesOptions> = async (app
       security: sessionAuth,
       params: IdParams,
       body: UpdateUserBody,
-      response: { 200: json(UpdatedUser, { headers: { 'Set-Cookie': HEADERS.setCookie['Set-Cookie'], 'Cache-Control': HEADERS.noStore['Cache-Control'] } }), ...problems(400, 401, 403, 404, 409, 413, 415, 429) }
+      response: { 200: json(UpdatedUser, { headers: { 'Set-Cookie': HEADERS.setCookie['Set-Cookie'], 'Cache-Control': HEADERS.noStore['Cache-Control'] } }), ...problems(...BODY, ...SESSION_CHANGE, 'VALIDATION_FAILED', 'BAD_REQUEST', 'FORBIDDEN', 'WRONG_PASSWORD', 'RECENT_SIGN_IN_REQUIRED', 'NOT_FOUND', 'CONFLICT', 'RATE_LIMITED') }
     }
   }, async (request, reply) => {
     const own = ownRecord(request, request.params.id)
@@ -98,7 +98,7 @@ const ownRecordRoutes: FastifyPluginAsyncTypebox<UserRoutesOptions> = async (app
       security: sessionAuth,
       params: IdParams,
       body: DeleteUserBody,
-      response: { 204: empty('deleted', { ...HEADERS.clearCookie, ...HEADERS.noStore }), ...problems(400, 401, 403, 404, 413, 415, 429) }
+      response: { 204: empty('deleted', { ...HEADERS.clearCookie, ...HEADERS.noStore }), ...problems(...BODY, ...SESSION_CHANGE, 'VALIDATION_FAILED', 'FORBIDDEN', 'WRONG_PASSWORD', 'RECENT_SIGN_IN_REQUIRED', 'NOT_FOUND', 'RATE_LIMITED') }
     }
   }, async (request, reply) => {
     const { id } = ownRecord(request, request.params.id)
