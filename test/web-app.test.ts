@@ -39,7 +39,7 @@ t.test('the app\'s pages: each address serves the shell, so a reload or a link o
   for (const url of ['/products', '/products/abc', '/products/42/edit', '/products/-1', '/account/other', '/api/product/x/y', '/api/nothing', '/logins']) {
     assertProblem(t, await app.inject({ method: 'GET', url }), 404, 'NOT_FOUND')
   }
-  t.equal((await app.inject({ method: 'POST', url: '/account' })).statusCode, 404, 'GET only')
+  t.equal((await app.inject({ method: 'POST', url: '/account' })).statusCode, 405, 'GET only: another method is 405')
 })
 
 t.test('CURRENCY: the shell names it for the prices; an unknown code stops the start', async (t) => {
