@@ -42,6 +42,12 @@ t.test('the app\'s pages: each address serves the shell, so a reload or a link o
   t.equal((await app.inject({ method: 'POST', url: '/account' })).statusCode, 405, 'GET only: another method is 405')
 })
 
+t.test('page weight: the shell and every file it loads, gzip-compressed, within 60 kB', async (t) => {
+  const { assets, html } = await webFiles()
+  const total = [html, ...assets.values()].reduce((sum, file) => sum + file.encodings.gzip.length, 0)
+  t.ok(total < 60_000, `${total} bytes`)
+})
+
 t.test('CURRENCY: the shell names it for the prices; an unknown code stops the start', async (t) => {
   t.match((await (await build(t)).inject({ method: 'GET', url: '/' })).body, '<meta name="currency" content="EUR">', 'EUR by default')
   const yen = await build(t, { env: { CURRENCY: 'JPY' } })

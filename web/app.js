@@ -387,7 +387,7 @@ $('#logout').addEventListener('click', async () => {
   } catch (failure) {
     if (failure.status !== 401) return say(failure.message)
   }
-  loggedOut('You are logged out.', { to: '/login' })
+  loggedOut('You are logged out.')
 })
 
 async function start () {

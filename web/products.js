@@ -129,11 +129,11 @@ export async function showProduct (id) {
     `, listed ${day(product.createdAt)}.`)
   const image = $('#product-image')
   if (product.imageUrl !== null) {
-    const base = `${product.imageUrl}?v=${encodeURIComponent(product.updatedAt)}&w=`
-    image.srcset = `${base}512 512w, ${base}1024 1024w`
-    image.src = `${base}512`
-    image.alt = `Picture of ${product.title}`
     image.hidden = false
+    // The rendition as wide as the picture is drawn here, in device pixels: 512, or 1024 on a denser or wider screen.
+    const width = image.getBoundingClientRect().width * window.devicePixelRatio > 512 ? 1024 : 512
+    image.src = `${product.imageUrl}?v=${encodeURIComponent(product.updatedAt)}&w=${width}`
+    image.alt = `Picture of ${product.title}`
   } else image.removeAttribute('src')
   const remove = $('#product-delete')
   remove.textContent = `Delete ${product.title}`

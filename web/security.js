@@ -172,7 +172,7 @@ handle(forms.totpConfirm, async (data) => {
   // Sessions signed in before it keep going on the password alone until they are ended.
   const others = sessions.filter((session) => !session.current).length
   if (others > 0) {
-    $('#totp-others').textContent = `${others === 1 ? 'One other session was' : `${others} other sessions were`} signed in with your password alone and stay signed in. If someone else may know your password, sign them out.`
+    $('#totp-others').textContent = `${others === 1 ? 'One other session was signed in with your password alone and stays' : `${others} other sessions were signed in with your password alone and stay`} signed in. If someone else may know your password, sign them out.`
     $('#totp-others').hidden = false
     $('#totp-end-others').hidden = false
   }

@@ -78,6 +78,8 @@ export function handle (form, action) {
       fail(form, error, failure)
     } finally {
       button.disabled = false
+      // Disabled, the button lost the focus (to the page's body): give it back, unless the action moved it.
+      if (document.activeElement === document.body || document.activeElement?.closest('dialog:not([open])')) button.focus()
     }
   })
 }
@@ -94,6 +96,8 @@ export function clicked (button, box, action) {
       fail(box, error, failure)
     } finally {
       button.disabled = false
+      // Disabled, the button lost the focus (to the page's body): give it back, unless the action moved it.
+      if (document.activeElement === document.body || document.activeElement?.closest('dialog:not([open])')) button.focus()
     }
   })
 }
