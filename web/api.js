@@ -2,10 +2,12 @@
 // into an Error whose message is the problem's `detail` (docs/api.md, "Errors").
 
 export class ApiError extends Error {
-  constructor (message, status, code) {
+  constructor (message, status, code, errors = []) {
     super(message)
     this.status = status
     this.code = code
+    // A validation failure's fields: [{ in: 'body', field: '/email', message }].
+    this.errors = errors
   }
 }
 
@@ -42,7 +44,7 @@ export async function api (method, url, body) {
   const data = type.includes('json') ? await res.json().catch(() => null) : null
   if (!res.ok) {
     const detail = data?.detail ?? data?.title ?? `The service answered ${res.status} ${res.statusText}.`
-    throw new ApiError(detail, res.status, data?.code)
+    throw new ApiError(detail, res.status, data?.code, Array.isArray(data?.errors) ? data.errors : [])
   }
   return data
 }

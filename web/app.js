@@ -269,7 +269,13 @@ $('#second-step-cancel').addEventListener('click', () => {
 handle(forms.signup, async (data) => {
   const body = { username: data.get('username'), email: data.get('email'), password: data.get('password') }
   if (data.get('names') !== '') body.names = data.get('names')
-  await users.create(body)
+  try {
+    await users.create(body)
+  } catch (failure) {
+    // A taken name or address: the detail says which, and the field shows it.
+    if (failure.code === 'CONFLICT') throw new FieldError(/username/i.test(failure.message) ? forms.signup.username : forms.signup.email, failure.message)
+    throw failure
+  }
   // The profile next: the new address waits to be verified there.
   await logIn(body.username, body.password, { to: '/account', message: `Welcome, ${body.names ?? body.username}: your account is ready. Follow the link e-mailed to ${body.email} to verify your address.` })
   forms.signup.reset()

@@ -49,15 +49,32 @@ function clearErrors (form) {
   return error
 }
 
-/** Shows a failure in `form`'s alert; a field's own failure marks that field and takes the focus to it. */
+/** A body property the API names whose field in the form has another name. */
+const FIELD_NAMES = { amount: 'price' }
+
+/** The fields of `form` a failure is about: a FieldError's, or those a validation problem names. */
+function fieldsOf (form, failure) {
+  if (failure instanceof FieldError) return [failure.field]
+  if (form.elements === undefined) return []
+  return (failure.errors ?? [])
+    .filter((problem) => problem.in === 'body' && typeof problem.field === 'string')
+    .map((problem) => {
+      const name = problem.field.split('/')[1] ?? ''
+      return form.elements.namedItem(FIELD_NAMES[name] ?? name)
+    })
+    .filter((field, index, all) => field instanceof window.HTMLElement && !field.hidden && all.indexOf(field) === index)
+}
+
+/** Shows a failure in `form`'s alert; the fields it is about are marked, described by it, and the first focused. */
 function fail (form, error, failure) {
   error.textContent = failure.message
-  if (failure instanceof FieldError) {
-    error.id ||= `${form.id || 'form'}-error`
-    failure.field.setAttribute('aria-invalid', 'true')
-    failure.field.setAttribute('aria-describedby', [failure.field.getAttribute('aria-describedby'), error.id].filter(Boolean).join(' '))
-    failure.field.focus()
+  const fields = fieldsOf(form, failure)
+  error.id ||= `${form.id || 'form'}-error`
+  for (const field of fields) {
+    field.setAttribute('aria-invalid', 'true')
+    field.setAttribute('aria-describedby', [field.getAttribute('aria-describedby'), error.id].filter(Boolean).join(' '))
   }
+  fields[0]?.focus()
   if (sessionEnded(failure)) window.dispatchEvent(new CustomEvent('app:session-ended'))
 }
 

@@ -22,6 +22,8 @@ if (chromiumAvailable(t)) {
     await flow(t, browser, 'sign up, then the profile shows the account', async (t, page, console) => {
       await page.goto('/login')
       await t.resolves(signUpInPage(page, user), 'signed up through the form')
+      t.ok(await page.locator('#status').evaluate((node) => node === (globalThis as any).document.activeElement), 'focus on the welcome, at the top of the page')
+      t.equal(await page.evaluate('scrollY'), 0, 'not scrolled down')
       await page.getByRole('heading', { name: 'Profile' }).waitFor()
       t.equal(new URL(page.url()).pathname, '/account', 'the profile\'s own page, where the address waits to be verified')
       t.equal(await page.getByLabel('Name', { exact: true }).inputValue(), user.names)
@@ -171,6 +173,8 @@ if (chromiumAvailable(t)) {
         const alert = form.getByRole('alert')
         await t.resolves(alert.filter({ hasText: /\w/ }).waitFor())
         t.match(await alert.textContent(), /username/i, 'says what is taken')
+        t.equal(await form.getByLabel('Username').getAttribute('aria-invalid'), 'true', 'at the username field')
+        t.ok(await form.getByLabel('Username').evaluate((input) => input === (globalThis as any).document.activeElement), 'which has the focus')
         t.ok(await form.isVisible(), 'the form stays, with what was typed')
         t.equal(await form.getByLabel('Username').inputValue(), user.username)
       })
