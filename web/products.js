@@ -83,7 +83,12 @@ export async function showCatalogue () {
   await more()
 }
 
-$('#more').addEventListener('click', more)
+// The button moves below the new products: focus goes to the first of them, where reading goes on.
+$('#more').addEventListener('click', async () => {
+  const seen = $('#list').children.length
+  await more()
+  $('#list').children[seen]?.querySelector('h2 a')?.focus()
+})
 
 // A new search is a new address, so back returns to the one before.
 filters.addEventListener('submit', (event) => {

@@ -34,6 +34,7 @@ if (chromiumAvailable(t)) {
       await page.getByRole('button', { name: 'More products' }).click()
       await t.resolves(items.nth(11).waitFor())
       t.equal(await items.count(), 12)
+      t.equal(await page.evaluate('document.activeElement.textContent'), await items.nth(10).getByRole('heading').textContent(), 'focus on the first product of the new page')
       t.notOk(await page.getByRole('button', { name: 'More products' }).isVisible(), 'no further page')
       t.ok(await page.evaluate('document.documentElement.scrollWidth <= innerWidth'), 'no sideways scrolling at 375 px')
     })
