@@ -29,7 +29,7 @@ const forms = {
  * what fills them (false when there is nothing at this address).
  */
 const PAGES = [
-  { path: /^\/$/, section: 'catalogue', title: 'Products', show: showCatalogue },
+  { path: /^\/(index\.html)?$/, section: 'catalogue', title: 'Products', show: showCatalogue },
   { path: /^\/login$/, section: 'auth', title: 'Log in or sign up', visitor: true },
   { path: /^\/products\/new$/, section: 'new-product', title: 'New product', private: true, show: showNewProduct },
   { path: /^\/products\/(\d+)$/, section: 'product', title: 'Product', show: (match) => showProduct(match[1]) },

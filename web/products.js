@@ -134,6 +134,8 @@ export async function showProduct (id) {
     `, listed ${day(product.createdAt)}.`)
   const image = $('#product-image')
   if (product.imageUrl !== null) {
+    image.width = 512
+    image.height = 512
     image.hidden = false
     // The rendition as wide as the picture is drawn here, in device pixels: 512, or 1024 on a denser or wider screen.
     const width = image.getBoundingClientRect().width * window.devicePixelRatio > 512 ? 1024 : 512
@@ -145,6 +147,14 @@ export async function showProduct (id) {
   remove.hidden = !mine
   return true
 }
+
+// Drawn at most as wide as the picture is, in its own proportions (the box before it loads is a 512 px square).
+$('#product-image').addEventListener('load', (event) => {
+  const image = event.target
+  const scale = Math.min(1, 512 / image.naturalWidth)
+  image.width = Math.max(1, Math.round(image.naturalWidth * scale))
+  image.height = Math.max(1, Math.round(image.naturalHeight * scale))
+})
 
 clicked($('#product-delete'), $('#product'), async () => {
   const product = shown

@@ -107,6 +107,8 @@ if (chromiumAvailable(t)) {
         await page.goBack()
         await t.resolves(page.locator('#list > li').filter({ hasText: 'Linen tea towel' }).waitFor(), 'back: the previous search')
 
+        await page.goto('/index.html')
+        await t.resolves(heading(page, 'Products').waitFor(), '/index.html: the catalogue')
         await page.goto('/products/99999999')
         await t.resolves(heading(page, 'Not found').waitFor(), 'an unknown product: a page that says so')
         t.same(console.filter((line) => /^(error|pageerror):/.test(line) && !/404/.test(line)), [], 'no errors in the console')
@@ -205,6 +207,8 @@ if (chromiumAvailable(t)) {
         await page.waitForFunction(() => (globalThis as any).document.getElementById('product-image').complete)
         const loaded = await image.evaluate((img: any) => [img.naturalWidth, img.currentSrc])
         t.equal(loaded[0], 1, `it loads (${loaded[1]})`)
+        await page.waitForFunction(() => (globalThis as any).document.getElementById('product-image').getBoundingClientRect().width === 1)
+        t.pass('drawn at its own size, never enlarged (a 1 px picture is 1 px wide)')
         await shot(page, 'product-owner')
 
         const remove = page.getByRole('button', { name: `Delete Brass lamp ${on}` })
