@@ -91,9 +91,12 @@ async function route ({ message = '', focus = null, moved = true } = {}) {
   }
   showAuth()
   showSection(section, title)
+  $('main').removeAttribute('aria-busy')
   if (section === found?.page.section && found.page.show !== undefined) {
+    $('main').setAttribute('aria-busy', 'true')
     const shown = await found.page.show(found.match)
     if (run !== routing) return
+    $('main').removeAttribute('aria-busy')
     if (shown === false) showSection('not-found', 'Not found')
   }
   if (message !== '') say(message, { focus: focus === null })

@@ -80,11 +80,12 @@ const device = (session) => [session.browser ?? 'An unknown browser', session.os
 function sessionItem (session) {
   const li = element('li', { 'data-session': session.id },
     element('strong', {}, device(session), session.current ? ' (this device)' : ''),
-    element('p', {}, `Signed in ${moment(session.createdAt)} with ${session.methods.map((m) => METHODS[m] ?? m).join(' and ')}` +
+    element('p', { id: `session-${session.id}` }, `Signed in ${moment(session.createdAt)} with ${session.methods.map((m) => METHODS[m] ?? m).join(' and ')}` +
       (session.ip === null ? '' : ` from ${session.ip}`) +
       (session.lastUsedAt === null ? '.' : `; last active ${moment(session.lastUsedAt)}.`)))
   if (!session.current) {
-    const end = element('button', { type: 'button', className: 'secondary' }, `Sign out ${device(session)}`)
+    // Two sessions of one browser read alike: the button is described by when and where its session began.
+    const end = element('button', { type: 'button', className: 'secondary', 'aria-describedby': `session-${session.id}` }, `Sign out ${device(session)}`)
     const error = element('p', { className: 'error', role: 'alert' })
     li.append(error, end)
     clicked(end, li, async () => {

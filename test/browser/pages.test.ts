@@ -263,7 +263,9 @@ if (chromiumAvailable(t)) {
           const answer = await fetch('/api/security/sessions', { headers: { accept: 'application/json' } })
           return ((await answer.json()) as { items: Array<{ current: boolean, id: string }> }).items.find((s) => s.current)!.id
         })
-        await page.locator(`#sessions > li[data-session="${thirdId}"]`).getByRole('button', { name: /^Sign out/ }).click()
+        const end = page.locator(`#sessions > li[data-session="${thirdId}"]`).getByRole('button', { name: /^Sign out/ })
+        t.match(await end.getAttribute('aria-describedby'), `session-${thirdId}`, 'described by when and where that session began')
+        await end.click()
         await t.resolves(status(page, /is signed out\.$/).waitFor(), 'one session signed out')
         t.equal(await items.count(), 2)
         await thirdPage.goto('/account')
