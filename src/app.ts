@@ -184,7 +184,7 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
   const keyFailures = { ...tuning.keyFailures, store: attemptStore('admin-keys') }
   await app.register(adminRoutes, { ...config.auth, prefix: '/api/admin', keyFailures })
   await app.register(metricsRoutes, { ...config.auth, keyFailures })
-  if (config.server.webApp) await app.register(webApp)
+  if (config.server.webApp) await app.register(webApp, { currency: config.server.currency })
 
   return app
 }

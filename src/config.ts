@@ -42,6 +42,7 @@ const server = Type.Object({
     description: 'whose `X-Forwarded-*` and `X-Request-Id` to believe: `false` (nobody), `true` (every peer: only where nothing but the proxy can connect), or the proxy\'s addresses and CIDR ranges, comma-separated (`10.77.0.10`); behind a proxy the per-client limits see real clients only when it is trusted'
   }),
   webApp: Type.Boolean({ env: 'WEB_APP', default: true, description: 'serve the web app (sign up, log in, profile, products) at `/`; `false` for an API-only deployment, where `/` is a 404' }),
+  currency: Type.String({ env: 'CURRENCY', default: 'EUR', pattern: '^[A-Z]{3}$', description: 'ISO 4217 code of the currency the products\' `amount` is in (its minor units: 2599 is 25.99 EUR); the web app shows prices in it' }),
   httpsOnly: Type.Boolean({ env: 'HTTPS_ONLY', default: false, description: 'reached over HTTPS only (a TLS proxy in front): HSTS, and the CSP asks browsers to upgrade requests; leave false for plain HTTP (the OpenAPI page would load blank)' }),
   bodyLimit: Type.Integer({ env: 'BODY_LIMIT', default: 1_048_576, minimum: 1024, description: 'largest request body, in bytes (413 past it)' }),
   shutdownGraceMs: Type.Integer({ env: 'SHUTDOWN_GRACE_MS', default: 10_000, minimum: 0, description: 'on SIGTERM, how long (ms) in-flight requests get before the process exits anyway (exit 1)' }),
@@ -521,6 +522,10 @@ export function loadConfig (data: Record<string, string | undefined> = process.e
   }
   if (read.server.shutdownDrainMs > 0 && read.server.shutdownDrainMs >= read.server.shutdownGraceMs) {
     throw new ConfigError(`Invalid configuration: SHUTDOWN_DRAIN_MS (${read.server.shutdownDrainMs}) must be shorter than SHUTDOWN_GRACE_MS (${read.server.shutdownGraceMs}): the drain is part of the grace period`)
+  }
+  // The pattern admits any three capitals; the browser's Intl.NumberFormat throws on a code it does not know.
+  if (!Intl.supportedValuesOf('currency').includes(read.server.currency)) {
+    throw new ConfigError(`Invalid configuration: CURRENCY: ${JSON.stringify(read.server.currency)} is not an ISO 4217 currency code (EUR, USD, JPY)`)
   }
   const production = read.server.env === 'production'
   if (production && configuredDatabaseUrl(read.database) === undefined && read.database.embedded !== true) {

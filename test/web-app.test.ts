@@ -6,6 +6,7 @@ import { readFile } from 'node:fs/promises'
 import { brotliDecompressSync, gunzipSync } from 'node:zlib'
 import t from 'tap'
 import { IMMUTABLE, WEB_ROOT, WEBAUTHN_BUNDLE, WEBAUTHN_SCRIPT, webFiles } from '../src/plugins/web-app.js'
+import { loadConfig } from '../src/config.js'
 import { assertProblem } from './helpers/assertions.js'
 import { build } from './helpers/build.js'
 
@@ -22,6 +23,39 @@ t.test('WEB_APP on (the default): the shell at /, with the strict CSP; other pat
   t.notMatch(html, /\son[a-z]+=|\sstyle=|<style/i, 'no inline event handler or style')
   for (const url of ['/no-such-page.html', '/../package.json', '/app.js', '/assets/app.js', '/assets/app.0000000000.js']) {
     assertProblem(t, await app.inject({ method: 'GET', url }), 404, 'NOT_FOUND')
+  }
+})
+
+t.test('the app\'s pages: each address serves the shell, so a reload or a link opens the page; other paths stay 404', async (t) => {
+  const app = await build(t)
+  const shell = (await app.inject({ method: 'GET', url: '/' })).body
+  for (const url of ['/login', '/account', '/account/delete', '/security', '/products/new', '/products/42', '/products/42?from=mail', '/reset-password', '/verify-email']) {
+    const page = await app.inject({ method: 'GET', url })
+    t.equal(page.statusCode, 200, url)
+    t.match(page.headers['content-type'], /^text\/html/, `${url}: HTML`)
+    t.equal(page.headers['cache-control'], 'no-cache', `${url}: revalidated`)
+    t.equal(page.body, shell, `${url}: the shell`)
+  }
+  for (const url of ['/products', '/products/abc', '/products/42/edit', '/products/-1', '/account/other', '/api/product/x/y', '/api/nothing', '/logins']) {
+    assertProblem(t, await app.inject({ method: 'GET', url }), 404, 'NOT_FOUND')
+  }
+  t.equal((await app.inject({ method: 'POST', url: '/account' })).statusCode, 405, 'GET only: another method is 405')
+})
+
+t.test('page weight: the shell and every file it loads, gzip-compressed, within 60 kB', async (t) => {
+  const { assets, html } = await webFiles()
+  const total = [html, ...assets.values()].reduce((sum, file) => sum + file.encodings.gzip.length, 0)
+  t.ok(total < 60_000, `${total} bytes`)
+})
+
+t.test('CURRENCY: the shell names it for the prices; an unknown code stops the start', async (t) => {
+  t.match((await (await build(t)).inject({ method: 'GET', url: '/' })).body, '<meta name="currency" content="EUR">', 'EUR by default')
+  const yen = await build(t, { env: { CURRENCY: 'JPY' } })
+  const page = (await yen.inject({ method: 'GET', url: '/products/1' })).body
+  t.match(page, '<meta name="currency" content="JPY">', 'the configured code')
+  t.notMatch(page, 'content="EUR"')
+  for (const code of ['XYZ', 'eur', 'EURO']) {
+    t.throws(() => loadConfig({ CURRENCY: code }, false), { name: 'ConfigError', message: /CURRENCY/ }, JSON.stringify(code))
   }
 })
 
@@ -56,7 +90,8 @@ t.test('delivery: hashed, immutable, compressed files; a no-cache shell that nam
   }
   const app2 = (await app.inject({ method: 'GET', url: names.get('/app.js')! })).body
   t.match(app2, names.get('/api.js')!, 'the app imports api.js by its hashed name')
-  t.match(app2, names.get(WEBAUTHN_SCRIPT)!, 'and the passkey library by its own')
+  const security = (await app.inject({ method: 'GET', url: names.get('/security.js')! })).body
+  t.match(security, names.get(WEBAUTHN_SCRIPT)!, 'the security page imports the passkey library by its own')
 })
 
 t.test('@simplewebauthn/browser for the passkeys: the package\'s bundle from node_modules; the QR code (a data: image) passes the CSP', async (t) => {

@@ -27,6 +27,11 @@ import { NotFound } from '../lib/problem.js'
 export const WEB_ROOT = fileURLToPath(new URL('../../web/', import.meta.url))
 /** The paths of the links in the service's e-mail (src/modules/users: password reset, e-mail verification). */
 export const LINK_PAGES = ['/reset-password', '/verify-email']
+/**
+ * The app's own pages (web/app.js routes them with the History API): each address serves the
+ * shell, so a reload or a shared link opens the page itself. Any other path keeps the 404.
+ */
+export const APP_PAGES = ['/', '/index.html', '/login', '/account', '/account/delete', '/security', '/products/new', '/products/:id(^\\d+$)', ...LINK_PAGES]
 /** The name the app imports @simplewebauthn/browser (passkeys) by: its hashed file is served instead. */
 export const WEBAUTHN_SCRIPT = '/vendor/simplewebauthn-browser.js'
 /**
@@ -61,7 +66,7 @@ function webFile (name: string, text: string): WebFile {
 }
 
 /** The app's files as served: the hashed assets by path, the HTML shell, and the hashed path of each source file. */
-export async function webFiles (): Promise<{ assets: Map<string, WebFile>, html: WebFile, names: Map<string, string> }> {
+export async function webFiles (currency = 'EUR'): Promise<{ assets: Map<string, WebFile>, html: WebFile, names: Map<string, string> }> {
   const sources = new Map<string, string>()
   for (const file of await readdir(WEB_ROOT)) {
     if (file.endsWith('.js') || file.endsWith('.css')) sources.set(`/${file}`, await readFile(path.join(WEB_ROOT, file), 'utf8'))
@@ -98,6 +103,8 @@ export async function webFiles (): Promise<{ assets: Map<string, WebFile>, html:
     const name = names.get(source)
     return name === undefined ? match : `${attribute}${name}"`
   })
+  // The prices' currency (CURRENCY), read by the app from the shell: no request before the first page.
+  html = html.replace(/<meta name="currency" content="[A-Z]{3}">/, `<meta name="currency" content="${currency}">`)
   const preload = [...modules].map((name) => `<link rel="modulepreload" href="${name}">`).join('\n')
   html = html.replace('</head>', `${preload}\n</head>`)
   return { assets, html: webFile('index.html', html), names }
@@ -114,8 +121,14 @@ async function send (request: FastifyRequest, reply: FastifyReply, file: WebFile
   return await reply.header('content-length', body.length).send(body)
 }
 
-async function webApp (app: FastifyInstance): Promise<void> {
-  const { assets, html } = await webFiles()
+export interface WebAppOptions {
+  /** ISO 4217 code of the products' amounts (CURRENCY). */
+  currency: string
+}
+
+async function webApp (app: FastifyInstance, options: WebAppOptions): Promise<void> {
+  if (!/^[A-Z]{3}$/.test(options.currency)) throw new Error(`web-app: currency must be an ISO 4217 code, not ${JSON.stringify(options.currency)}`)
+  const { assets, html } = await webFiles(options.currency)
   // The context plugin (validators, encoding negotiation) for these routes only.
   await app.register(async function files (scope) {
     await scope.register(context, { rawBody: false })
@@ -123,7 +136,7 @@ async function webApp (app: FastifyInstance): Promise<void> {
     // The pages the e-mailed links open (`/reset-password#token=...`, `/verify-email#token=...`)
     // are the app itself: it reads the token from the fragment, which the browser never sends,
     // so no log, proxy or Referer sees it.
-    for (const url of ['/', '/index.html', ...LINK_PAGES]) scope.get(url, { schema: { hide: true } }, shell)
+    for (const url of APP_PAGES) scope.get(url, { schema: { hide: true } }, shell)
     scope.get<{ Params: { name: string } }>('/assets/:name', { schema: { hide: true } }, async (request, reply) => {
       const file = assets.get(`/assets/${request.params.name}`)
       if (file === undefined) throw new NotFound('No such file of the web app')

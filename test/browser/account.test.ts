@@ -20,8 +20,12 @@ if (chromiumAvailable(t)) {
     let userId = ''
 
     await flow(t, browser, 'sign up, then the profile shows the account', async (t, page, console) => {
-      await page.goto('/')
+      await page.goto('/login')
       await t.resolves(signUpInPage(page, user), 'signed up through the form')
+      t.ok(await page.locator('#status').evaluate((node) => node === (globalThis as any).document.activeElement), 'focus on the welcome, at the top of the page')
+      t.equal(await page.evaluate('scrollY'), 0, 'not scrolled down')
+      await page.getByRole('heading', { name: 'Profile' }).waitFor()
+      t.equal(new URL(page.url()).pathname, '/account', 'the profile\'s own page, where the address waits to be verified')
       t.equal(await page.getByLabel('Name', { exact: true }).inputValue(), user.names)
       t.equal(await page.locator('#details-email').inputValue(), user.email)
       t.equal(await page.evaluate('document.cookie'), '', 'document.cookie cannot read the session cookies')
@@ -33,7 +37,7 @@ if (chromiumAvailable(t)) {
     })
 
     await flow(t, browser, 'profile change', async (t, page) => {
-      await page.goto('/')
+      await page.goto('/account')
       // The profile shows once the account is read, with its fields filled in the same turn.
       await page.locator('#profile').waitFor()
       const email = `changed.${user.email}`
@@ -61,7 +65,7 @@ if (chromiumAvailable(t)) {
     })
 
     await flow(t, browser, 'password change: a wrong current password is shown as the detail, the right one changes it', async (t, page) => {
-      await page.goto('/')
+      await page.goto('/account')
       const form = page.locator('#password')
       await form.getByLabel('Current password').fill('not my password')
       await form.getByLabel('New password').fill(newPassword)
@@ -76,7 +80,7 @@ if (chromiumAvailable(t)) {
     })
 
     await flow(t, browser, 'log out, then a wrong password and the right one in the login form', async (t, page) => {
-      await page.goto('/')
+      await page.goto('/account')
       await page.getByRole('button', { name: 'Log out' }).click()
       await t.resolves(page.getByRole('status').filter({ hasText: 'You are logged out.' }).waitFor())
       t.same(await browser.cookies(base + '/api'), [], 'the cookies are cleared')
@@ -91,6 +95,8 @@ if (chromiumAvailable(t)) {
       await form.getByLabel('Password').fill(newPassword)
       await form.getByRole('button', { name: 'Log in' }).click()
       await t.resolves(page.getByRole('status').filter({ hasText: `Logged in as ${user.username}` }).waitFor())
+      await page.getByRole('link', { name: 'Profile' }).click()
+      await page.getByRole('heading', { name: 'Profile' }).waitFor()
       t.equal(await page.locator('#details-email').inputValue(), user.email)
     })
 
@@ -127,10 +133,11 @@ if (chromiumAvailable(t)) {
     })
 
     await flow(t, browser, 'delete the account', async (t, page) => {
-      await page.goto('/')
+      await page.goto('/account/delete')
       const form = page.locator('#delete-account')
       await form.getByLabel('Password').fill(newPassword)
       await form.getByRole('button', { name: 'Delete my account' }).click()
+      await page.getByRole('dialog').getByRole('button', { name: 'Delete my account' }).click()
       await t.resolves(page.getByRole('status').filter({ hasText: 'Your account has been deleted.' }).waitFor())
       t.same(await browser.cookies(base + '/api'), [], 'the cookies are cleared')
       const login = await page.request.post('/api/auth/login', { data: { username: user.username, password: newPassword } })
@@ -145,19 +152,19 @@ if (chromiumAvailable(t)) {
       const id = created.json().id as number
       const browser = await context()
 
-      await flow(t, await context(), 'the keyboard reaches the login fields, the passkey button, the forgotten-password link, then sign-up, in reading order', async (t, page) => {
-        await page.goto('/')
+      await flow(t, await context(), 'the keyboard reaches the menu, the login fields, the passkey button, the forgotten-password link, then sign-up, in reading order', async (t, page) => {
+        await page.goto('/login')
         await page.locator('#signup').waitFor()
         const order: string[] = []
-        for (let i = 0; i < 10; i++) {
+        for (let i = 0; i < 12; i++) {
           await page.keyboard.press('Tab')
           order.push(await page.evaluate('document.activeElement.id || document.activeElement.textContent'))
         }
-        t.same(order, ['login-username', 'login-password', 'Log in', 'passkey-login', 'forgot-open', 'signup-username', 'signup-email', 'signup-names', 'signup-password', 'Sign up'])
+        t.same(order, ['Catalogue', 'Log in or sign up', 'login-username', 'login-password', 'Log in', 'passkey-login', 'forgot-open', 'signup-username', 'signup-email', 'signup-names', 'signup-password', 'Sign up'])
       })
 
       await flow(t, await context(), 'a taken username: the 409\'s detail, announced', async (t, page) => {
-        await page.goto('/')
+        await page.goto('/login')
         const form = page.locator('#signup')
         await form.getByLabel('Username').fill(user.username)
         await form.getByLabel('E-mail').fill(newUser().email)
@@ -166,12 +173,14 @@ if (chromiumAvailable(t)) {
         const alert = form.getByRole('alert')
         await t.resolves(alert.filter({ hasText: /\w/ }).waitFor())
         t.match(await alert.textContent(), /username/i, 'says what is taken')
+        t.equal(await form.getByLabel('Username').getAttribute('aria-invalid'), 'true', 'at the username field')
+        t.ok(await form.getByLabel('Username').evaluate((input) => input === (globalThis as any).document.activeElement), 'which has the focus')
         t.ok(await form.isVisible(), 'the form stays, with what was typed')
         t.equal(await form.getByLabel('Username').inputValue(), user.username)
       })
 
       await flow(t, browser, 'an expired access cookie is refreshed on the next request', async (t, page) => {
-        await page.goto('/')
+        await page.goto('/account')
         const login = page.locator('#login')
         await login.getByLabel('Username or e-mail').fill(user.username)
         await login.getByLabel('Password').fill(user.password)
@@ -191,7 +200,7 @@ if (chromiumAvailable(t)) {
       })
 
       await flow(t, browser, 'a session ended elsewhere: back to the login form, with a message', async (t, page) => {
-        await page.goto('/')
+        await page.goto('/account')
         await page.locator('#profile').waitFor()
         // Another device changes the password: every other session ends.
         const other = await app.inject({ method: 'POST', url: '/api/auth/login', payload: { username: user.username, password: user.password } })

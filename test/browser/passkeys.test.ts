@@ -111,7 +111,7 @@ if (chromiumAvailable(t)) {
     }
 
     await flow(t, browser, 'add a passkey in the security settings, see it listed, rename it', async (t, page, console) => {
-      await page.goto('/')
+      await page.goto('/security')
       const device0 = await authenticator(page)
       await logInWithPassword(page)
       await t.resolves(status(page, `Logged in as ${user.username}`).waitFor())
@@ -148,7 +148,7 @@ if (chromiumAvailable(t)) {
     })
 
     await flow(t, browser, 'log out, then "Sign in with a passkey" with no username typed', async (t, page) => {
-      await page.goto('/')
+      await page.goto('/security')
       const held = await authenticator(page, device)
       await logOut(t, page)
       t.equal(await page.getByLabel('Username or e-mail').inputValue(), '', 'no username typed')
@@ -162,7 +162,7 @@ if (chromiumAvailable(t)) {
     })
 
     await flow(t, browser, 'set up an authenticator app: the key on the page, a code from it turns it on, ten recovery codes shown once', async (t, page) => {
-      await page.goto('/')
+      await page.goto('/security')
       await page.getByRole('heading', { name: 'Security' }).waitFor()
       await t.resolves(page.getByText('Off: your password alone logs you in.').waitFor())
       await page.locator('#totp-start').getByLabel('Password').fill(user.password)
@@ -178,6 +178,9 @@ if (chromiumAvailable(t)) {
       await confirm.getByLabel('Code from the app').fill(wrongCode(await codeFor(secret)))
       await confirm.getByRole('button', { name: 'Turn on two-step login' }).click()
       await t.resolves(confirm.getByRole('alert').filter({ hasText: /\w/ }).waitFor(), 'a wrong code: the detail, in the form')
+      // A session signed in elsewhere with the password alone, before the second factor.
+      const before = await app.inject({ method: 'POST', url: '/api/auth/login', payload: { username: user.username, password: user.password } })
+      t.equal(before.statusCode, 200)
       confirmedAt = Date.now()
       await confirm.getByLabel('Code from the app').fill(await codeFor(secret, confirmedAt))
       const confirmed = await answerTo(page, '/api/security/totp/confirm', () => confirm.getByRole('button', { name: 'Turn on two-step login' }).click())
@@ -189,6 +192,12 @@ if (chromiumAvailable(t)) {
       t.same(recoveryCodes, (await confirmed.json()).recoveryCodes, 'the ten codes the service made')
       t.equal(recoveryCodes.length, 10)
       t.notOk(await page.locator('#totp-secret').isVisible(), 'the key is no longer shown')
+      await t.resolves(page.getByText('One other session was signed in with your password alone and stays signed in.').waitFor(), 'the other sessions are offered to be ended')
+      await page.locator('#recovery-codes').getByRole('button', { name: 'Sign out everywhere else' }).click()
+      await t.resolves(status(page, 'Signed out everywhere else: one session ended.').waitFor())
+      const ended = await app.inject({ method: 'GET', url: '/api/security', headers: { authorization: `Bearer ${before.json().token as string}` } })
+      t.equal(ended.statusCode, 401, 'the session from before the second factor has ended')
+      t.equal(await codes.count(), 10, 'the codes stay until they are saved')
       await page.getByRole('button', { name: 'I have saved them' }).click()
       t.equal(await codes.count(), 0, 'the codes leave the page')
       await t.resolves(page.getByText(/^On since .* or a passkey\.$/).waitFor())
@@ -197,7 +206,7 @@ if (chromiumAvailable(t)) {
     })
 
     await flow(t, browser, 'log in with the password, then a passkey as the second step', async (t, page) => {
-      await page.goto('/')
+      await page.goto('/security')
       const held = await authenticator(page, device)
       await logOut(t, page)
       const step = await toSecondStep(t, page, ['totp', 'recoveryCode', 'recovery-code', 'passkey'])
@@ -209,7 +218,7 @@ if (chromiumAvailable(t)) {
     })
 
     await flow(t, browser, 'log in with the password, then a code from the app (a wrong one first)', async (t, page) => {
-      await page.goto('/')
+      await page.goto('/security')
       await logOut(t, page)
       const step = await toSecondStep(t, page, ['totp', 'recoveryCode', 'recovery-code', 'passkey'])
       await step.getByLabel('Code from the app').fill(wrongCode(await codeFor(secret)))
@@ -226,7 +235,7 @@ if (chromiumAvailable(t)) {
     })
 
     await flow(t, browser, 'log in with the password, then a recovery code; the same code again is refused', async (t, page) => {
-      await page.goto('/')
+      await page.goto('/security')
       await logOut(t, page)
       let step = await toSecondStep(t, page, ['totp', 'recoveryCode', 'recovery-code', 'passkey'])
       await step.getByRole('button', { name: 'Use a recovery code' }).click()
@@ -250,7 +259,7 @@ if (chromiumAvailable(t)) {
     })
 
     await flow(t, browser, 'a cloned passkey whose counter went backwards is refused', async (t, page) => {
-      await page.goto('/')
+      await page.goto('/security')
       const original = await authenticator(page, device)
       const signIn = async () => await answerTo(page, '/api/auth/passkey/login', () => page.getByRole('button', { name: 'Sign in with a passkey' }).click())
       t.equal((await signIn()).status(), 200)
@@ -294,14 +303,14 @@ if (chromiumAvailable(t)) {
     })
 
     await flow(t, browser, 'the page opened at 127.0.0.1 (an address the passkey is not for) says where passkeys work', async (t, page) => {
-      await page.goto(base.replace('localhost', '127.0.0.1') + '/')
+      await page.goto(base.replace('localhost', '127.0.0.1') + '/login')
       await authenticator(page, device)
       await page.getByRole('button', { name: 'Sign in with a passkey' }).click()
       await t.resolves(page.locator('#login').getByRole('alert').filter({ hasText: 'Passkeys work only at this service\'s own address' }).waitFor())
     })
 
     await flow(t, browser, 'a deleted passkey is refused, though the device still holds it', async (t, page) => {
-      await page.goto('/')
+      await page.goto('/security')
       const held = await authenticator(page, device)
       // The original device still signs in: the refused clone did not lock it.
       const login = await answerTo(page, '/api/auth/passkey/login', () => page.getByRole('button', { name: 'Sign in with a passkey' }).click())
@@ -309,6 +318,9 @@ if (chromiumAvailable(t)) {
       await t.resolves(status(page, `Logged in as ${user.username}`).waitFor())
       const removed = page.waitForResponse((r) => r.request().method() === 'DELETE' && r.url().includes('/api/security/passkeys/'))
       await page.getByRole('button', { name: 'Delete Work laptop' }).click()
+      const ask = page.getByRole('dialog', { name: 'Delete the passkey “Work laptop”?' })
+      t.match(await ask.textContent(), 'you will have no passkey left', 'asked first, saying what is lost')
+      await ask.getByRole('button', { name: 'Delete Work laptop' }).click()
       t.equal((await removed).status(), 204)
       await t.resolves(status(page, 'Passkey "Work laptop" deleted').waitFor())
       await t.resolves(page.getByText('No passkeys yet.').waitFor())
@@ -327,7 +339,7 @@ if (chromiumAvailable(t)) {
     })
 
     await flow(t, browser, 'an expired second step goes back to the password; new recovery codes replace the old; turning the app off', async (t, page) => {
-      await page.goto('/')
+      await page.goto('/security')
       // The ticket expires after 5 minutes: one the service no longer knows stands for it.
       await page.route('**/api/auth/mfa/totp', async (route) => {
         await route.continue({ postData: JSON.stringify({ ...route.request().postDataJSON(), mfaToken: 'x'.repeat(43) }) })
@@ -348,7 +360,12 @@ if (chromiumAvailable(t)) {
       await t.resolves(page.getByText('Recovery codes left: 8 of 10.').waitFor())
 
       await page.locator('#recovery-new').getByLabel('Password').fill(user.password)
-      const made = await answerTo(page, '/api/security/recovery-codes', () => page.getByRole('button', { name: 'Make new recovery codes' }).click())
+      const made = await answerTo(page, '/api/security/recovery-codes', async () => {
+        await page.getByRole('button', { name: 'Make new recovery codes' }).click()
+        const ask = page.getByRole('dialog', { name: 'Make new recovery codes?' })
+        t.match(await ask.textContent(), 'The 8 codes you have now stop working at once', 'asked first, saying what is lost')
+        await ask.getByRole('button', { name: 'Make new recovery codes' }).click()
+      })
       t.equal(made.status(), 200)
       await t.resolves(status(page, 'New recovery codes').waitFor())
       const fresh = (await page.locator('#recovery-list li').allTextContents()).map((code) => code.trim())
@@ -369,10 +386,14 @@ if (chromiumAvailable(t)) {
       const off = page.locator('#totp-disable')
       await off.getByLabel('Password').fill('not my password')
       await off.getByRole('button', { name: 'Turn off two-step login' }).click()
+      const ask = page.getByRole('dialog', { name: 'Turn off two-step login?' })
+      t.match(await ask.textContent(), 'recovery codes stop working for good', 'asked first, saying what is lost')
+      await ask.getByRole('button', { name: 'Turn off two-step login' }).click()
       await t.resolves(off.getByRole('alert').filter({ hasText: /password/i }).waitFor(), 'a wrong password: the detail, and still logged in')
       t.ok(await page.getByRole('heading', { name: 'Security' }).isVisible())
       await off.getByLabel('Password').fill(user.password)
       await off.getByRole('button', { name: 'Turn off two-step login' }).click()
+      await ask.getByRole('button', { name: 'Turn off two-step login' }).click()
       await t.resolves(status(page, 'Two-step login is off').waitFor())
       await t.resolves(page.getByText('Off: your password alone logs you in.').waitFor())
       t.match(await security(page), { totp: { enabled: false }, recoveryCodesLeft: 0 })
@@ -391,7 +412,7 @@ if (chromiumAvailable(t)) {
       t.equal(created.statusCode, 201)
       await markVerified(app, created.json().id)
       await flow(t, await context(), 'set up an authenticator app after the access cookie expired', async (t, page) => {
-        await page.goto('/')
+        await page.goto('/security')
         const form = page.locator('#login')
         await form.getByLabel('Username or e-mail').fill(other.username)
         await form.getByLabel('Password').fill(other.password)

@@ -1,7 +1,8 @@
 /**
  * The web app's products in Chromium, on a phone-width screen: the paginated list, creating
- * a product with an image (previewed before the upload), a refused image shown as the
- * problem's detail, deleting one's own product, and the catalogue's CSV download.
+ * a product with an image (previewed before the upload) and a price in euros, its thumbnail
+ * in the list, a refused image shown as the problem's detail, deleting one's own product
+ * from its page (after a confirmation), and the catalogue's CSV download.
  */
 import { readFile } from 'node:fs/promises'
 import t from 'tap'
@@ -28,16 +29,19 @@ if (chromiumAvailable(t)) {
       await t.resolves(items.nth(9).waitFor())
       t.equal(await items.count(), 10, 'a page of ten')
       t.notOk(await page.locator('#create').isVisible(), 'creating needs a login')
+      t.notOk(await page.getByRole('link', { name: 'New product' }).isVisible(), 'so it is not offered')
       t.equal(await page.getByRole('button', { name: /^Delete/ }).count(), 0, 'nothing to delete')
       await page.getByRole('button', { name: 'More products' }).click()
       await t.resolves(items.nth(11).waitFor())
       t.equal(await items.count(), 12)
+      t.equal(await page.evaluate('document.activeElement.textContent'), await items.nth(10).getByRole('heading').textContent(), 'focus on the first product of the new page')
       t.notOk(await page.getByRole('button', { name: 'More products' }).isVisible(), 'no further page')
       t.ok(await page.evaluate('document.documentElement.scrollWidth <= innerWidth'), 'no sideways scrolling at 375 px')
     })
 
     await flow(t, phone, 'log in, create a product with an image: previewed, uploaded, listed', async (t, page, console) => {
-      await page.goto('/')
+      // The new-product page asks for a login first, then is itself.
+      await page.goto('/products/new')
       const login = page.locator('#login')
       await login.getByLabel('Username or e-mail').fill(me.username)
       await login.getByLabel('Password').fill(me.password)
@@ -46,28 +50,32 @@ if (chromiumAvailable(t)) {
       await form.waitFor()
       await form.getByLabel('Title').fill('Brass lamp')
       await form.getByLabel('Description').fill('A lamp, =1+1 in a spreadsheet')
-      await form.getByLabel('Amount').fill('4200')
+      await form.getByLabel('Price (EUR)').fill('42.00')
       await form.getByLabel('Image').setInputFiles({ name: 'lamp.png', mimeType: 'image/png', buffer: PNG })
       const preview = page.getByRole('img', { name: 'Preview of the chosen image' })
       await t.resolves(preview.waitFor(), 'the preview is shown')
       t.equal(await preview.getAttribute('src'), `data:image/png;base64,${PNG.toString('base64')}`, 'of the chosen file')
       await form.getByRole('button', { name: 'Create' }).click()
       await t.resolves(page.getByRole('status').filter({ hasText: 'Product "Brass lamp" created.' }).waitFor())
-      t.notOk(await preview.isVisible(), 'the preview is cleared with the form')
-      await page.getByRole('button', { name: 'More products' }).click()
-      const item = page.locator('#list > li').filter({ hasText: 'Brass lamp' })
-      await t.resolves(item.waitFor())
-      t.ok(await item.locator('img').evaluate(async (img: any) => { await img.decode(); return img.naturalWidth === 1 }), 'the uploaded image loads from the service')
-      t.match(await item.textContent(), /Amount: 4200/)
-      t.ok(await item.getByRole('button', { name: 'Delete Brass lamp' }).isVisible(), 'one\'s own product can be deleted')
+      t.equal(await page.locator('#preview').getAttribute('hidden'), '', 'the preview is cleared with the form')
+      t.equal(await form.getByLabel('Title').inputValue(), '', 'and the form')
+      await t.resolves(page.getByRole('heading', { name: 'Brass lamp' }).waitFor(), 'the product\'s page')
+      t.ok(await page.getByRole('button', { name: 'Delete Brass lamp' }).isVisible(), 'one\'s own product can be deleted')
+      await page.getByRole('link', { name: 'Back to the catalogue' }).click()
+      const item = page.locator('#list > li').first()
+      await t.resolves(item.filter({ hasText: 'Brass lamp' }).waitFor(), 'first in the catalogue: newest first')
+      const thumb = item.locator('img')
+      t.match(await thumb.getAttribute('src'), /^\/api\/product\/\d+\/image\?w=256&v=/, 'a thumbnail rendition')
+      t.ok(await thumb.evaluate(async (img: any) => { await img.decode(); return img.naturalWidth === 1 }), 'the uploaded image loads from the service')
+      t.match(await item.textContent(), /€42\.00/, 'the price in euros, from 4200 cents')
       t.same(console.filter((line) => /^(error|warning|pageerror):/.test(line)), [], 'no errors in the console (CSP violations would show here)')
     })
 
     await flow(t, phone, 'a file that is no image: the product is kept and the refusal\'s detail is shown', async (t, page) => {
-      await page.goto('/')
+      await page.goto('/products/new')
       const form = page.locator('#create')
       await form.getByLabel('Title').fill('Not a picture')
-      await form.getByLabel('Amount').fill('1')
+      await form.getByLabel('Price (EUR)').fill('0.01')
       await form.getByLabel('Image').setInputFiles({ name: 'notes.png', mimeType: 'image/png', buffer: Buffer.from('just some text, not an image') })
       await form.getByRole('button', { name: 'Create' }).click()
       const alert = form.getByRole('alert')
@@ -75,14 +83,16 @@ if (chromiumAvailable(t)) {
       t.match(await alert.textContent(), /^The product was created, but its image was refused: .*(PNG|JPEG|WebP)/, 'the problem detail of the 415')
     })
 
-    await flow(t, phone, 'delete one\'s own product', async (t, page) => {
+    await flow(t, phone, 'delete one\'s own product, from its page, once confirmed', async (t, page) => {
       await page.goto('/')
-      await page.getByRole('button', { name: 'More products' }).click()
-      const item = page.locator('#list > li').filter({ hasText: 'Brass lamp' })
-      await item.waitFor()
-      await item.getByRole('button', { name: 'Delete Brass lamp' }).click()
+      await page.getByRole('link', { name: 'Brass lamp' }).click()
+      await page.getByRole('button', { name: 'Delete Brass lamp' }).click()
+      const dialog = page.getByRole('dialog', { name: 'Delete “Brass lamp”?' })
+      await t.resolves(dialog.waitFor(), 'asked first')
+      await dialog.getByRole('button', { name: 'Delete Brass lamp' }).click()
       await t.resolves(page.getByRole('status').filter({ hasText: 'Product "Brass lamp" deleted.' }).waitFor())
-      t.equal(await item.count(), 0, 'gone from the list')
+      await page.locator('#list > li').first().waitFor()
+      t.equal(await page.locator('#list > li').filter({ hasText: 'Brass lamp' }).count(), 0, 'gone from the list')
       const list = (await app.inject({ method: 'GET', url: '/api/product?limit=100' })).json() as { items: Array<{ title: string }> }
       t.notOk(list.items.some((p) => p.title === 'Brass lamp'), 'gone from the service')
     })

@@ -41,7 +41,7 @@ if (chromiumAvailable(t)) {
     }
 
     await flow(t, browser, 'sign up: the profile says the address is not verified; its link verifies it', async (t, page) => {
-      await page.goto('/')
+      await page.goto('/login')
       const form = page.locator('#signup')
       await form.getByLabel('Username').fill(user.username)
       await form.getByLabel('E-mail').fill(user.email)
@@ -55,17 +55,19 @@ if (chromiumAvailable(t)) {
       t.match(link, /^\/verify-email#token=/)
       await page.goto(link)
       await t.resolves(page.getByRole('status').filter({ hasText: 'Your e-mail address is verified. Log in again' }).waitFor(), 'a first verification ends the sessions made before it')
-      t.equal(new URL(page.url()).pathname + new URL(page.url()).hash, '/', 'the token is gone from the address bar')
+      t.equal(new URL(page.url()).pathname + new URL(page.url()).hash, '/login', 'the token is gone from the address bar: the login page')
       const login = page.locator('#login')
       await login.getByLabel('Username or e-mail').fill(user.username)
       await login.getByLabel('Password').fill(user.password)
       await login.getByRole('button', { name: 'Log in' }).click()
+      await page.getByRole('status').filter({ hasText: 'Logged in as' }).waitFor()
+      await page.getByRole('link', { name: 'Profile' }).click()
       await t.resolves(page.locator('#email-state').filter({ hasText: 'Verified.' }).waitFor(), 'the profile shows it')
       t.notOk(await page.getByRole('button', { name: 'E-mail the verification link again' }).isVisible())
     })
 
     await flow(t, browser, 'a change of address: pending until the link e-mailed to it is followed, then the profile has it', async (t, page) => {
-      await page.goto('/')
+      await page.goto('/account')
       await page.locator('#profile').waitFor()
       const moved = newUser().email
       await page.locator('#details-email').fill(moved)
@@ -86,7 +88,7 @@ if (chromiumAvailable(t)) {
 
     const elsewhere = await context()
     await flow(t, elsewhere, 'a session in another browser, to be ended by the reset', async (t, page) => {
-      await page.goto('/')
+      await page.goto('/account')
       const form = page.locator('#login')
       await form.getByLabel('Username or e-mail').fill(user.username)
       await form.getByLabel('Password').fill(user.password)
@@ -97,7 +99,7 @@ if (chromiumAvailable(t)) {
     const newPassword = 'a password found again'
     const fresh = await context()
     await flow(t, fresh, 'forgot password: the login form asks for a link, its page sets a new password', async (t, page) => {
-      await page.goto('/')
+      await page.goto('/login')
       await page.getByRole('button', { name: 'Forgot your password?' }).click()
       const forgot = page.locator('#forgot')
       await forgot.getByLabel('Your account\'s e-mail').fill(user.email)
@@ -123,7 +125,7 @@ if (chromiumAvailable(t)) {
       await t.resolves(login.getByRole('alert').filter({ hasText: /./ }).waitFor(), 'the old password is refused')
       await login.getByLabel('Password').fill(newPassword)
       await login.getByRole('button', { name: 'Log in' }).click()
-      await t.resolves(page.getByRole('heading', { name: 'Profile' }).waitFor(), 'the new one logs in')
+      await t.resolves(page.getByRole('status').filter({ hasText: `Logged in as ${user.username}` }).waitFor(), 'the new one logs in')
 
       // The same link again: its page shows why it no longer works.
       await page.goto(link)
@@ -133,7 +135,7 @@ if (chromiumAvailable(t)) {
     })
 
     await flow(t, elsewhere, 'the other browser\'s session ended with the reset', async (t, page) => {
-      await page.goto('/')
+      await page.goto('/account')
       await t.resolves(page.getByRole('heading', { name: 'Log in' }).waitFor(), 'back at the login form')
       t.equal(await page.locator('#profile').isVisible(), false)
     })
