@@ -1,8 +1,8 @@
 /**
  * The web app audited as its users' tools see it (`npm run test:audit`, in CI after the
  * suite): Lighthouse (the npm package, phone profile with its simulated slow network and CPU)
- * and axe-core, in Debian's Chromium, on the pages a visitor meets at an address of their
- * own: signed out, and the catalogue signed in, with products that have images. Wanted:
+ * and axe-core, in Debian's Chromium, on the pages a visitor meets: the catalogue (with
+ * products that have images) and the login page signed out, the catalogue signed in. Wanted:
  * accessibility and best practices 100, performance at least 95, no axe violation. The
  * reports are kept (HTML and JSON, under the OS temp dir, printed) for a person to read.
  */
@@ -66,8 +66,9 @@ async function audit (t: Test, name: string, url: string, ready: (page: Page) =>
   t.ok(score('performance') >= 95, `${name}: performance ${score('performance')} >= 95 (LCP ${lhr.audits['largest-contentful-paint']?.displayValue}, TBT ${lhr.audits['total-blocking-time']?.displayValue})`)
 }
 
-t.test('signed out', async (t) => {
-  await audit(t, 'signed out', '/', async (page) => { await page.locator('#login').waitFor() })
+t.test('signed out: the catalogue and the login page', async (t) => {
+  await audit(t, 'catalogue, signed out', '/', async (page) => { await page.locator('#catalogue:not([hidden])').waitFor() })
+  await audit(t, 'login', '/login', async (page) => { await page.locator('#login').waitFor() })
 })
 
 /** A fresh cookie session in the browser: each audit gets its own (Lighthouse loads a page more than once, and a page's refreshes rotate the session). */
@@ -82,5 +83,5 @@ async function signIn (t: Test): Promise<void> {
 
 t.test('signed in: the catalogue', async (t) => {
   await signIn(t)
-  await audit(t, 'catalogue', '/', async (page) => { await page.locator('#products:not([hidden])').waitFor() })
+  await audit(t, 'catalogue', '/', async (page) => { await page.locator('#catalogue:not([hidden])').waitFor() })
 })
