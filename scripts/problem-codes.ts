@@ -32,7 +32,7 @@ type Operation = { summary?: string, parameters?: unknown, requestBody?: unknown
  * schema: the same method, summary, parameters, body and responses), by operation: the
  * codes received from any of them count for each.
  */
-function aliases (doc: { paths: Record<string, Record<string, Operation>> }): Map<string, string[]> {
+export function aliases (doc: { paths: Record<string, Record<string, Operation>> }): Map<string, string[]> {
   const groups = new Map<string, string[]>()
   const keyOf = new Map<string, string>()
   for (const [route, operations] of Object.entries(doc.paths)) {

@@ -3,7 +3,10 @@
  * the one `Problem` component, examples on the operations, no client-required field that
  * has a default, and for every route the statuses it documents are exactly the statuses
  * this file makes it answer: each (route, status) pair has a request below that produces
- * it, and every answer's status is documented.
+ * it, and every answer's status is documented. Each answer's code is one its operation
+ * lists; the codes every operation lists (before routing, of a body, of a session) and
+ * those no other test file produces have a request each here too, so that the whole
+ * suite receives every listed code (scripts/problem-codes.ts).
  */
 import { spawnSync } from 'node:child_process'
 import http from 'node:http'

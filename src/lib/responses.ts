@@ -75,8 +75,11 @@ export function empty (description: string, headers?: Record<string, unknown>) {
  */
 const ALWAYS: readonly ProblemCode[] = ['TOO_MANY_IN_PROGRESS', 'UNSUPPORTED_MEDIA_TYPE', 'INTERNAL', 'SERVICE_UNAVAILABLE', 'OVERLOADED']
 
-/** What any operation that accepts a request body can answer about reading it (a DELETE too: Fastify reads its body). */
-export const BODY = ['MALFORMED_JSON', 'PAYLOAD_TOO_LARGE', 'UNSUPPORTED_MEDIA_TYPE', 'BODY_TOO_SLOW'] as const satisfies readonly ProblemCode[]
+/**
+ * What any operation that accepts a request body can answer about reading it (a DELETE too:
+ * Fastify reads its body); a body of a type it does not read is every operation's 415 (ALWAYS).
+ */
+export const BODY = ['MALFORMED_JSON', 'PAYLOAD_TOO_LARGE', 'BODY_TOO_SLOW'] as const satisfies readonly ProblemCode[]
 /** A signed-in read: no valid session. */
 export const SESSION = ['UNAUTHORIZED'] as const satisfies readonly ProblemCode[]
 /** A signed-in change: no valid session, or the session cookie sent from an untrusted origin. */

@@ -56,40 +56,41 @@ export async function build (t: Tap, options: BuildOptions = {}): Promise<TestAp
   const app = await buildApp({ config, databaseUrl: url, logStream: options.logStream, tuning }) as TestApp
   app.config = config
   app.databaseUrl = url
-  if (process.env.TEST_PROBLEM_LOG) recordProblems(app, path.join(process.env.TEST_PROBLEM_LOG, `${process.pid}.jsonl`))
+  if (process.env.TEST_PROBLEM_LOG) recordProblems(app)
   t.teardown(async () => { await app.close() })
   await app.ready()
   return app
 }
 
-/** The code of a problem answer: its JSON, or the page a browser gets (src/plugins/error-handler.ts). */
-function problemCode (status: number, body: string): string | undefined {
-  if (status < 400) return undefined
-  return /"code":"([A-Z_]+)"|Error <code>([A-Z_]+)<\/code>/.exec(body)?.slice(1).find(Boolean)
-}
+/** The problem answers of this process, as `[method, path, status, code]` lines. */
+const answers: string[] = []
+// Written once, as the process ends: the timing-sensitive tests pay no write per answer.
+process.once('exit', () => { if (answers.length > 0) appendFileSync(path.join(process.env.TEST_PROBLEM_LOG!, `${process.pid}.jsonl`), answers.join('\n') + '\n') })
 
 /**
- * Appends every problem answer of `app` to `file`, a line `[method, path, status, code]` each:
- * those of `inject`, and those of a socket, refusals before routing included (a listener put
- * before the app's own). scripts/problem-codes.ts compares them with the codes the OpenAPI
- * document lists per operation.
+ * Records every problem answer of `app` in TEST_PROBLEM_LOG/<pid>.jsonl: those of `inject`,
+ * and those of a socket, refusals before routing included (a listener put before the app's
+ * own). The code is read from the JSON, or from the page a browser gets
+ * (src/plugins/error-handler.ts). scripts/problem-codes.ts compares them with the codes the
+ * OpenAPI document lists per operation.
  */
-function recordProblems (app: FastifyInstance, file: string): void {
-  const record = (method: string, url: string, status: number, body: string) => {
-    const code = problemCode(status, body)
-    if (code !== undefined) appendFileSync(file, JSON.stringify([method, url.split('?')[0], status, code]) + '\n')
+function recordProblems (app: FastifyInstance): void {
+  const record = (method: string, url: string, status: number, body: () => string) => {
+    if (status < 400) return
+    const code = /"code":"([A-Z_]+)"|Error <code>([A-Z_]+)<\/code>/.exec(body())?.slice(1).find(Boolean)
+    if (code !== undefined) answers.push(JSON.stringify([method, url.split('?')[0], status, code]))
   }
   const inject = app.inject.bind(app) as (options: InjectOptions | string) => ReturnType<FastifyInstance['inject']>
   app.inject = (async (options: InjectOptions | string) => {
     const response = await inject(options)
-    record(response.raw.req.method ?? 'GET', response.raw.req.url ?? '/', response.statusCode, response.body)
+    record(response.raw.req.method ?? 'GET', response.raw.req.url ?? '/', response.statusCode, () => response.body)
     return response
   }) as FastifyInstance['inject']
   app.server.prependListener('request', (request, response: ServerResponse) => {
     const end = response.end.bind(response) as (...args: unknown[]) => ServerResponse
     response.end = ((...args: unknown[]) => {
       const chunk = args[0]
-      if (typeof chunk === 'string' || Buffer.isBuffer(chunk)) record(request.method ?? 'GET', request.url ?? '/', response.statusCode, String(chunk))
+      if (typeof chunk === 'string' || Buffer.isBuffer(chunk)) record(request.method ?? 'GET', request.url ?? '/', response.statusCode, () => String(chunk))
       return end(...args)
     }) as ServerResponse['end']
   })
