@@ -1,7 +1,7 @@
 /**
  * The web app's pages in Chromium, on a laptop (1280x800) and a phone (390x844): every page
  * has its own address, opened by a deep link, kept by a reload and walked by back and
- * forward; a page that needs a session shows the login in its place and itself after it,
+ * forward (back returns the catalogue to where it was scrolled); a page that needs a session shows the login in its place and itself after it,
  * with no login form flashing on a signed-in reload. The catalogue (newest first, the order
  * selectable, a search, "my products", an empty state that says what to do), prices in the
  * configured currency, a product's page, confirmations that name what is lost, focus and the
