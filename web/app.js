@@ -70,17 +70,18 @@ let routing = 0
 /**
  * Shows the page of the address. Then `message` is said and focused, or `focus` is focused,
  * or (after a move between pages, not at the first load) the page's heading: a screen
- * reader hears where it is, and a keyboard starts from the top of the new page.
+ * reader hears where it is, and a keyboard starts from the top of the new page. A new page
+ * starts at the top; back, forward and a reload return to where the page was scrolled.
  */
-async function route ({ message = '', focus = null, moved = true } = {}) {
+async function route ({ message = '', focus = null, moved = true, returning = false } = {}) {
   const run = ++routing
   const found = pageOf(location.pathname)
   if (found?.page.visitor && state.me !== null) {
     history.replaceState(null, '', '/')
-    return await route({ message, focus, moved })
+    return await route({ message, focus, moved, returning })
   }
   showNav()
-  if (moved) window.scrollTo(0, 0)
+  if (moved && !returning) window.scrollTo(0, 0)
   say('', { focus: false })
   let section = found === null ? 'not-found' : found.page.section
   let title = found === null ? 'Not found' : found.page.title
@@ -99,12 +100,17 @@ async function route ({ message = '', focus = null, moved = true } = {}) {
     $('main').removeAttribute('aria-busy')
     if (shown === false) showSection('not-found', 'Not found')
   }
+  if (returning) window.scrollTo(0, history.state?.scrollY ?? 0)
   if (message !== '') say(message, { focus: focus === null })
   if (focus !== null) focus.focus()
-  else if (message === '' && moved) document.querySelector('main > section:not([hidden]) h1')?.focus()
+  else if (message === '' && moved) document.querySelector('main > section:not([hidden]) h1')?.focus({ preventScroll: returning })
 }
 
-window.addEventListener('popstate', () => { route() })
+// The app puts each page back where it was scrolled itself, once the page's data is shown.
+history.scrollRestoration = 'manual'
+const keepScroll = () => history.replaceState({ ...history.state, scrollY: window.scrollY }, '')
+window.addEventListener('pagehide', keepScroll)
+window.addEventListener('popstate', () => { route({ returning: true }) })
 window.addEventListener('app:navigate', (event) => { route(event.detail) })
 window.addEventListener('app:session-ended', () => { loggedOut('Your session has ended: log in again.') })
 
@@ -419,7 +425,7 @@ async function start () {
   if (link === '/reset-password' && resetToken === null) {
     history.replaceState(null, '', '/login')
     await route({ moved: false, message: 'A password-reset link opens this page once: ask for a new link below if you still need one.' })
-  } else await route({ moved: false, focus: resetToken === null ? null : forms.reset.password })
+  } else await route({ moved: false, returning: true, focus: resetToken === null ? null : forms.reset.password })
   if (link === '/verify-email' && token !== null) await verifyEmail(token)
 }
 

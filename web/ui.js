@@ -13,6 +13,8 @@ export const state = { me: null }
  * else focuses the page's heading.
  */
 export function go (url, { replace = false, message = '', focus = null } = {}) {
+  // Where the page being left is scrolled, for back to return there.
+  if (!replace) history.replaceState({ ...history.state, scrollY: window.scrollY }, '')
   history[replace ? 'replaceState' : 'pushState'](null, '', url)
   window.dispatchEvent(new CustomEvent('app:navigate', { detail: { message, focus } }))
 }

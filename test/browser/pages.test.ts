@@ -1,7 +1,7 @@
 /**
  * The web app's pages in Chromium, on a laptop (1280x800) and a phone (390x844): every page
  * has its own address, opened by a deep link, kept by a reload and walked by back and
- * forward; a page that needs a session shows the login in its place and itself after it,
+ * forward (back returns the catalogue to where it was scrolled); a page that needs a session shows the login in its place and itself after it,
  * with no login form flashing on a signed-in reload. The catalogue (newest first, the order
  * selectable, a search, "my products", an empty state that says what to do), prices in the
  * configured currency, a product's page, confirmations that name what is lost, focus and the
@@ -51,6 +51,10 @@ if (chromiumAvailable(t)) {
     t.comment(`screenshots: ${shots}`)
     const seller = await registerAndLogin(app)
     const seeded: Array<{ id: number, title: string }> = []
+    // Older ones first, so a page of the catalogue is taller than the screen.
+    for (let i = 1; i <= 7; i++) {
+      await app.inject({ method: 'POST', url: '/api/product', headers: seller.auth, payload: { title: `Filler ${i}`, amount: 100 * i } })
+    }
     for (const [title, amount] of [['Oak desk lamp', 2599], ['Linen tea towel', 850], ['Cast iron pan', 4200]] as const) {
       seeded.push((await app.inject({ method: 'POST', url: '/api/product', headers: seller.auth, payload: { title, description: `A ${title.toLowerCase()}.\nSecond line.`, amount } })).json())
     }
@@ -78,8 +82,8 @@ if (chromiumAvailable(t)) {
         t.equal(new URL(page.url()).pathname, '/', 'the catalogue\'s address')
         t.ok(await focused(page, 'catalogue-title'), 'focus on the new page\'s heading')
         const titles = page.locator('#list > li h2')
-        await titles.nth(2).waitFor()
-        t.same(await titles.allTextContents(), ['Cast iron pan', 'Linen tea towel', 'Oak desk lamp'], 'newest first')
+        await titles.nth(9).waitFor()
+        t.same((await titles.allTextContents()).slice(0, 4), ['Cast iron pan', 'Linen tea towel', 'Oak desk lamp', 'Filler 7'], 'newest first')
         t.match(await page.locator('#list > li').first().textContent(), '€42.00')
         t.equal(await page.locator('#list img').count(), 0, 'no image, no broken thumbnail')
         await shot(page, 'catalogue-visitor')
@@ -88,6 +92,22 @@ if (chromiumAvailable(t)) {
         await t.resolves(heading(page, lamp.title).waitFor(), 'back: the product again')
         await page.goForward()
         await t.resolves(heading(page, 'Products').waitFor(), 'forward: the catalogue again')
+
+        // Scrolled down, a product, then back: the catalogue where it was left.
+        await titles.nth(9).waitFor()
+        await page.evaluate('window.scrollTo(0, document.documentElement.scrollHeight)')
+        const left = await page.evaluate('scrollY') as number
+        t.ok(left > 0, `the catalogue is taller than the screen (scrolled to ${left})`)
+        await page.getByRole('link', { name: 'Filler 1' }).click()
+        await heading(page, 'Filler 1').waitFor()
+        t.equal(await page.evaluate('scrollY'), 0, 'a new page starts at its top')
+        await page.goBack()
+        await titles.nth(9).waitFor()
+        await t.resolves(page.waitForFunction((y) => Math.abs((globalThis as any).scrollY - y) <= 1, left, { timeout: 5000 }), 'back: scrolled where it was')
+        await page.goForward()
+        await heading(page, 'Filler 1').waitFor()
+        await page.goBack()
+        await heading(page, 'Products').waitFor()
 
         await page.getByLabel('Search by title').fill('TEA')
         await page.getByRole('button', { name: 'Search' }).click()
@@ -234,7 +254,7 @@ if (chromiumAvailable(t)) {
 
         await page.getByLabel('Order').selectOption('oldest')
         await page.waitForURL(/\?sort=oldest$/)
-        await t.resolves(page.locator('#list > li h2').first().filter({ hasText: 'Oak desk lamp' }).waitFor(), 'oldest first when asked')
+        await t.resolves(page.locator('#list > li h2').first().filter({ hasText: 'Filler 1' }).waitFor(), 'oldest first when asked')
         await page.goBack()
         await t.resolves(page.locator('#list > li h2').first().filter({ hasText: 'Cast iron pan' }).waitFor(), 'back: newest first again')
       })
