@@ -982,6 +982,7 @@ t.test('each route answers every status it documents, and documents every status
     'POST /api/auth/mfa/passkey': { '400 BAD_REQUEST': async () => app.inject({ method: 'POST', url: '/api/auth/mfa/passkey', payload: { mfaToken: await ticket(), response: notWebAuthn } }) },
     'POST /api/security/totp': { '403 WRONG_PASSWORD': async () => app.inject({ method: 'POST', url: '/api/security/totp', headers: (await verifiedUser(app)).auth, payload: wrong }) },
     'POST /api/security/passkeys': { '403 WRONG_PASSWORD': async () => app.inject({ method: 'POST', url: '/api/security/passkeys', headers: (await verifiedUser(app)).auth, payload: { ...wrong, response: strayRegistration } }) },
+    'POST /api/security/passkey-options': { '403 WRONG_PASSWORD': async () => app.inject({ method: 'POST', url: '/api/security/passkey-options', headers: (await verifiedUser(app)).auth, payload: wrong }) },
     'POST /api/product/{id}/image': { '400 TOO_MANY_PARTS': () => app.inject({ method: 'POST', url: `/api/product/${mine}/image`, headers: { ...me.auth, 'content-type': 'multipart/form-data; boundary=b0undary' }, payload: `${parts}--b0undary--\r\n` }) },
     'POST /api/security/totp/disable': {
       '429 RATE_LIMITED': async () => {
