@@ -26,6 +26,9 @@
  *   AB_TREES=a,b AB_PASSES=5 AB_SECONDS=5 npx tsx bench/get-ab.ts
  *   AB_ENV_<tree>=NAME=value;NAME=value               extra environment for one tree (by the
  *                                                     AB_TREES entry: AB_ENV_99a32e6=...)
+ *   AB_TREES=compiled#quiet AB_ENV_compiled#quiet=LOG_LEVEL=warn   a variant again, with its own environment
+ *   AB_BASE=compiled                                  the version the others are compared with
+ *                                                     (default: the working tree under tsx)
  *   AB_WRITE=<section>                                also write the table into bench/README.md
  *                                                     between <!-- bench:<section>:start/end -->
  */
@@ -45,6 +48,8 @@ const SECONDS = Number(process.env.AB_SECONDS ?? 8)
 const PASSES = Number(process.env.AB_PASSES ?? 3)
 const REVISIONS = (process.env.AB_TREES ?? '').split(',').filter((s) => s !== '')
 const READERS = 50
+/** The version the others are compared with: the working tree under tsx, or any AB_TREES name (`compiled`: as the image runs it). */
+const BASE = process.env.AB_BASE === undefined || process.env.AB_BASE === '' ? undefined : process.env.AB_BASE
 const TICK_US = 1e6 / 100 // USER_HZ: /proc times are in 1/100 s on Linux
 
 interface Run { rps: number, p99: number, non2xx: number, errors: number, serviceUs: number, databaseUs: number }
@@ -88,6 +93,8 @@ interface Variant extends ServiceTree { entry: string, node?: string, requests: 
 const SYSTEM_NODE = process.env.AB_SYSTEM_NODE ?? '/usr/bin/node'
 
 function variant (spec: string | undefined): Variant {
+  // `<name>#<label>`: the same variant again under its own name, for its own AB_ENV_<name>#<label>.
+  if (spec?.includes('#') === true) return { ...variant(spec.slice(0, spec.indexOf('#'))), name: spec }
   if (spec === undefined) return { ...workingTree(), entry: 'src/server.ts', requests: getUserRequests }
   if (spec === 'floor') return { ...workingTree(), name: 'floor', entry: 'bench/servers/floor.ts', requests: getUserRequests }
   if (spec === 'fastify') return { ...workingTree(), name: 'fastify', entry: 'bench/servers/fastify-floor.ts', requests: getUserRequests }
@@ -124,8 +131,8 @@ async function measure (tree: Variant, env: Record<string, string>, databaseUrl:
 async function main (): Promise<void> {
   if (REVISIONS.length === 0) { console.error('AB_TREES: one or more git revisions or project copies to compare with the working tree'); process.exit(2) }
   const startedAt = new Date()
-  const trees = [variant(undefined), ...REVISIONS.map(variant)]
-  const envs = [treeEnv(undefined), ...REVISIONS.map(treeEnv)]
+  const trees = [variant(BASE), ...REVISIONS.map(variant)]
+  const envs = [treeEnv(BASE), ...REVISIONS.map(treeEnv)]
   const names = trees.map((t) => t.name)
   const database = await benchDatabase()
   console.log(`get-ab: ${PASSES} passes of ${SECONDS} s, ${names.join(' vs ')}; ${database.description}; load ${formatLoad(os.loadavg())}`)
@@ -165,11 +172,11 @@ async function main (): Promise<void> {
   const m = machine()
   const text = [
     `Measured ${startedAt.toISOString().slice(0, 16).replace('T', ' ')} UTC on ${describeMachine(m)}; load average at the start of each pass: ${loads.map(formatLoad).join('; ')}.`,
-    `Command: \`${['AB_TREES', 'AB_PASSES', 'AB_SECONDS', ...Object.keys(process.env).filter((k) => k.startsWith('AB_ENV'))].filter((k) => process.env[k] !== undefined).map((k) => `${k}=${process.env[k]}`).join(' ')} npx tsx bench/get-ab.ts\` (${PASSES} passes of ${SECONDS} s, GET /api/user/:id with ${READERS} connections, the versions interleaved in each pass).`,
+    `Command: \`${['AB_BASE', 'AB_TREES', 'AB_PASSES', 'AB_SECONDS', ...Object.keys(process.env).filter((k) => k.startsWith('AB_ENV'))].filter((k) => process.env[k] !== undefined).map((k) => `${k}=${process.env[k]}`).join(' ')} npx tsx bench/get-ab.ts\` (${PASSES} passes of ${SECONDS} s, GET /api/user/:id with ${READERS} connections, the versions interleaved in each pass).`,
     '',
-    markdownTable(['version', 'req/s (median)', 'per pass', 'working tree / this, req/s (same pass)', 'service CPU us/request', 'PostgreSQL CPU us/request', 'this / working tree, CPU per request (same pass)', 'p99 ms', 'non-2xx + errors'], rows),
+    markdownTable(['version', 'req/s (median)', 'per pass', `${names[0]} / this, req/s (same pass)`, 'service CPU us/request', 'PostgreSQL CPU us/request', `this / ${names[0]}, CPU per request (same pass)`, 'p99 ms', 'non-2xx + errors'], rows),
     '',
-    'Ratios above 100% favour the working tree: it answers more requests per second than this version, or this version spends more CPU (service and PostgreSQL) per request.'
+    `Ratios above 100% favour ${names[0]}: it answers more requests per second than this version, or this version spends more CPU (service and PostgreSQL) per request.`
   ].join('\n')
   console.log(`\n${text}\n`)
   if (process.env.AB_WRITE) writeSection(path.join(ROOT, 'bench', 'README.md'), process.env.AB_WRITE, text)
