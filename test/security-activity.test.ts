@@ -4,10 +4,12 @@
  * e-mailed link, over SMTP), a new address confirmed; repeated attempts merged so that they
  * never push the owner's events out; the bound of EVENTS_KEPT under concurrent events.
  */
+import { readFile } from 'node:fs/promises'
 import type { PublicKeyCredentialCreationOptionsJSON, PublicKeyCredentialRequestOptionsJSON } from '@simplewebauthn/server'
 import { generateSync } from 'otplib'
 import t from 'tap'
 import { EVENTS_KEPT } from '../src/modules/identity/activity.js'
+import { ACTIVITY_KINDS } from '../src/modules/identity/session-routes.js'
 import { build, injectAs, newUser, registerAndLogin, verifiedUser, type Session, type TestApp } from './helpers/build.js'
 import { sqlClient } from './helpers/database.js'
 import { startSmtpSink, type Received, type SmtpSink } from './helpers/smtp-sink.js'
@@ -174,4 +176,13 @@ t.test(`the bound of ${EVENTS_KEPT} events and the merging hold under concurrent
   await Promise.all(Array.from({ length: 40 }, async () => { await app.identity.activity.record(user.id, 'sign-in-failed', device) }))
   const { rows } = await db.query('SELECT kind, count FROM security_events WHERE user_id = $1 ORDER BY id DESC LIMIT 2', [user.id])
   t.same(rows, [{ kind: 'sign-in-failed', count: 40 }, { kind: 'session-ended', count: 1 }], 'forty attempts at once: one row counting forty')
+})
+
+t.test('every kind is in docs/api.md and has words on the security page', async (t) => {
+  const docs = await readFile(new URL('../docs/api.md', import.meta.url), 'utf8')
+  const page = await readFile(new URL('../web/security.js', import.meta.url), 'utf8')
+  for (const kind of Object.keys(ACTIVITY_KINDS)) {
+    t.ok(docs.includes(`\`${kind}\``), `docs/api.md: ${kind}`)
+    t.ok(page.includes(`'${kind}': `), `web/security.js: ${kind}`)
+  }
 })
