@@ -121,7 +121,7 @@ t.test('the account\'s activity: sign-ins, wrong passwords, a new password, sess
   t.same((await app.inject({ url: '/api/security/activity', headers: stranger.auth })).json().items.map((e: { kind: string }) => e.kind), ['sign-in'], 'another account sees its own')
   assertProblem(t, await app.inject({ url: '/api/security/activity' }), 401, 'UNAUTHORIZED')
 
-  for (let i = 0; i < 60; i++) await app.identity.activity.record(stranger.id, 'sign-in-failed', { userAgent: null, ip: `192.0.2.${i}` })
+  for (let i = 0; i < 60; i++) await app.identity.activity.record(stranger.id, 'session-ended', { userAgent: null, ip: `192.0.2.${i}` })
   const bounded = (await app.inject({ url: '/api/security/activity', headers: stranger.auth })).json().items as Array<{ ip: string }>
   t.equal(bounded.length, 50, 'the newest 50 kept')
   t.equal(bounded[0]!.ip, '192.0.2.59', 'the newest first')

@@ -84,6 +84,7 @@ export const security = {
   passkeyRename: (passkeyId, name) => api('PATCH', `/api/security/passkeys/${id(passkeyId)}`, { name }),
   passkeyDelete: (passkeyId) => api('DELETE', `/api/security/passkeys/${id(passkeyId)}`),
   sessions: () => api('GET', '/api/security/sessions'),
+  activity: () => api('GET', '/api/security/activity'),
   endSession: (sessionId) => api('DELETE', `/api/security/sessions/${id(sessionId)}`),
   endOtherSessions: () => api('DELETE', '/api/security/sessions')
 }

@@ -1,5 +1,6 @@
 // The security page (`/security`): the authenticator app and its recovery codes, passkeys,
-// and the sessions signed in to the account, each of which can be signed out.
+// the sessions signed in to the account, each of which can be signed out, and the account's
+// recent activity.
 import { security as api } from './api.js'
 import { $, clicked, confirmAction, day, element, handle, moment, say, sessionEnded } from './ui.js'
 // @simplewebauthn/browser's bundle, served by the service: it sets globalThis.SimpleWebAuthnBrowser.
@@ -36,13 +37,24 @@ const sessionGone = () => window.dispatchEvent(new CustomEvent('app:session-ende
 export async function showSecurity () {
   $('#security-error').textContent = ''
   $('#sessions-error').textContent = ''
+  $('#activity-error').textContent = ''
   await Promise.all([
     api.get().then((answer) => { factors = answer; showFactors() }, (failure) => {
       if (sessionEnded(failure)) sessionGone()
       else $('#security-error').textContent = failure.message
     }),
-    loadSessions()
+    loadSessions(),
+    loadActivity()
   ])
+}
+
+async function loadActivity () {
+  try {
+    $('#activity').replaceChildren(...(await api.activity()).items.map(activityItem))
+  } catch (failure) {
+    if (sessionEnded(failure)) sessionGone()
+    else $('#activity-error').textContent = failure.message
+  }
 }
 
 async function loadSessions () {
@@ -90,11 +102,41 @@ function sessionItem (session) {
     li.append(error, end)
     clicked(end, li, async () => {
       await api.endSession(session.id)
-      await loadSessions()
+      await Promise.all([loadSessions(), loadActivity()])
       say(`${device(session)} is signed out.`)
     })
   }
   return li
+}
+
+const SECOND_STEP = { totp: 'A wrong authenticator code', recoveryCode: 'A wrong recovery code', passkey: 'A refused passkey' }
+
+/** What an event of GET /api/security/activity was, in words; an unknown kind as it is named. */
+const ACTIVITY = {
+  'sign-in': (e) => `Signed in with ${(e.detail ?? 'password').split('+').map((m) => METHODS[m] ?? m).join(' and ')}`,
+  'sign-in-failed': () => 'A wrong password',
+  'second-step-failed': (e) => `${SECOND_STEP[e.detail] ?? 'A failed second step'} after the right password`,
+  'passkey-sign-in-failed': () => 'One of your passkeys was refused at a sign-in',
+  'recovery-code-used': (e) => `A recovery code was used to sign in (${e.detail === '1' ? 'one' : e.detail} left)`,
+  'password-changed': () => 'Your password was changed',
+  'password-reset-requested': () => 'A password reset link was asked for',
+  'password-reset-completed': () => 'Your password was reset with an e-mailed link',
+  'email-changed': (e) => `Your e-mail address became ${e.detail}`,
+  'totp-enabled': () => 'The authenticator app was turned on',
+  'totp-disabled': () => 'The authenticator app was turned off',
+  'recovery-codes-replaced': () => 'New recovery codes were made',
+  'passkey-added': () => 'A passkey was added',
+  'passkey-removed': () => 'A passkey was removed',
+  'session-ended': () => 'A session was signed out',
+  'other-sessions-ended': () => 'Every other session was signed out'
+}
+
+function activityItem (event) {
+  const what = ACTIVITY[event.kind]?.(event) ?? event.kind
+  const from = `${device(event)}${event.ip === null ? '' : ` from ${event.ip}`}`
+  return element('li', {},
+    element('strong', {}, event.count > 1 ? `${what}, ${event.count} times since ${moment(event.firstAt)}` : what),
+    element('p', {}, `${event.count > 1 ? 'The last: ' : ''}${moment(event.createdAt)}, ${from}.`))
 }
 
 function showSessions () {
@@ -106,7 +148,7 @@ function showSessions () {
 
 async function endOthers () {
   const { ended } = await api.endOtherSessions()
-  await loadSessions()
+  await Promise.all([loadSessions(), loadActivity()])
   $('#totp-others').hidden = true
   $('#totp-end-others').hidden = true
   say(ended === 0 ? 'No other session was signed in.' : `Signed out everywhere else: ${ended === 1 ? 'one session' : `${ended} sessions`} ended. This device stays signed in.`)
@@ -143,6 +185,7 @@ export function forgetSecurity () {
   hideSecrets()
   $('#passkeys').replaceChildren()
   $('#sessions').replaceChildren()
+  $('#activity').replaceChildren()
 }
 
 $('#recovery-done').addEventListener('click', () => {

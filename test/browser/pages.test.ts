@@ -6,7 +6,8 @@
  * selectable, a search, "my products", an empty state that says what to do), prices in the
  * configured currency, a product's page, confirmations that name what is lost, focus and the
  * announced message after each action, a field's error at the field; the security page's
- * sessions, one signed out and "sign out everywhere else" seen from a second browser.
+ * sessions, one signed out and "sign out everywhere else" seen from a second browser, and its
+ * activity in words.
  * Screenshots of each page go to a folder the test prints (looked at, not compared).
  */
 import { mkdir } from 'node:fs/promises'
@@ -295,6 +296,10 @@ if (chromiumAvailable(t)) {
         await t.resolves(status(page, 'Signed out everywhere else: one session ended. This device stays signed in.').waitFor())
         t.equal(await items.count(), 1, 'only this device')
         t.notOk(await page.getByRole('button', { name: /Sign out (the other|everywhere)/ }).isVisible(), 'nothing else to sign out')
+        const activity = page.locator('#activity > li')
+        await t.resolves(activity.first().filter({ hasText: 'Every other session was signed out' }).waitFor(), 'the activity, newest first, in words')
+        t.match(await activity.nth(1).textContent(), /^A session was signed out/)
+        t.match(await activity.nth(2).textContent(), /^Signed in with password.*, (Chrome|Chromium).* from (::ffff:)?127\.0\.0\.1\.$/, 'when, the device, the address')
         await elsewhere.goto('/security')
         await t.resolves(heading(elsewhere, 'Log in').waitFor(), 'the other browser must log in again')
         t.equal(new URL(elsewhere.url()).pathname, '/security')

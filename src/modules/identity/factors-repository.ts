@@ -26,6 +26,11 @@ export interface PasskeyRow {
 const PASSKEY_COLUMNS = `id, public_id::text AS "publicId", user_id AS "userId", public_key AS "publicKey", counter::float8 AS counter, coalesce(transports, '{}') AS transports,
   name, backed_up AS "backedUp", created_at AS "createdAt", last_used_at AS "lastUsedAt"`
 
+// The statement's snapshot still holds the code it deletes: the count of those left is one less.
+const RECOVERY_CODE_TAKE_SQL = `WITH taken AS (DELETE FROM recovery_codes WHERE user_id = $1 AND digest = $2 RETURNING 1)
+  SELECT (SELECT count(*) FROM taken)::int AS taken,
+         ((SELECT count(*) FROM recovery_codes WHERE user_id = $1) - (SELECT count(*) FROM taken))::int AS "left"`
+
 /** Work its caller does in a change's transaction (the outbox row of the notice of it). */
 export type Also = (tx: Transaction) => Promise<void>
 
@@ -105,10 +110,10 @@ export function factorsRepository (prisma: PrismaClient) {
       })
     },
 
-    /** Uses a recovery code: true once, then never again. */
-    async takeRecoveryCode (userId: number, digest: Buffer): Promise<boolean> {
-      const rows = await db.rows('recovery-code-take', 'DELETE FROM recovery_codes WHERE user_id = $1 AND digest = $2 RETURNING 1', [userId, digest])
-      return rows.length > 0
+    /** Uses a recovery code, once: how many codes the user has left, or null when it was not one of theirs (or is used). */
+    async takeRecoveryCode (userId: number, digest: Buffer): Promise<number | null> {
+      const [row] = await db.rows<{ taken: number, left: number }>('recovery-code-take', RECOVERY_CODE_TAKE_SQL, [userId, digest])
+      return row!.taken === 0 ? null : row!.left
     },
 
     async passkeys (userId: number): Promise<PasskeyRow[]> {

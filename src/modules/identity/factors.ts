@@ -45,10 +45,12 @@ import { newLinkToken, tokenDigest } from '../../lib/link-token.js'
 import { BadRequest, NotFound, ServiceUnavailable, Unauthorized } from '../../lib/problem.js'
 import type { SessionModeValue } from '../../lib/session-schemas.js'
 import type { SecurityEvent } from '../mail/index.js'
+import type { SecurityActivity, SecurityEventKind } from './activity.js'
 import type { AccountLimiter } from './budgets.js'
 import { StoreRefusal, type ChallengeStore } from './challenges.js'
 import type { FactorsRepository, PasskeyRow } from './factors-repository.js'
-import type { SignInMethod } from './sessions.js'
+import type { Device } from './repository.js'
+import { deviceOf, methodName, type SignInMethod } from './sessions.js'
 import { codeStep, enrolment, newRecoveryCodes, newTotpSecret, recoveryDigest } from './totp.js'
 
 const TotpEnabled = createError('TOTP_ENABLED', 'TOTP is on already: turn it off first to enrol a new authenticator', 409)
@@ -121,6 +123,8 @@ interface Dependencies extends FactorsOptions {
   /** Writes the notice of `event` to the account's address in `tx` (the outbox); `wake` sends it once that commits. */
   notify: (tx: Transaction, account: Account, event: SecurityEvent, name?: string) => Promise<void>
   wake: () => void
+  /** The account's security activity: wrong codes, refused passkeys, recovery codes spent. */
+  activity: Pick<SecurityActivity, 'record'>
 }
 
 /** The signed-in account a change is made to, as its notice needs it. */
@@ -156,8 +160,18 @@ function challengeOf (response: { response: { clientDataJSON: string } }): strin
 }
 
 export function factorsService (deps: Dependencies) {
-  const { factors, challenges, tickets, rpId, rpName, origins, guesses, notify, wake } = deps
+  const { factors, challenges, tickets, rpId, rpName, origins, guesses, notify, wake, activity } = deps
   const now = deps.now ?? Date.now
+
+  /** Runs `check`; a refusal it throws (401) is first recorded as `kind` of user `userId`'s account. */
+  async function recordingRefusal<T> (userId: number, kind: SecurityEventKind, device: Device, detail: string | null, check: () => Promise<T>): Promise<T> {
+    try {
+      return await check()
+    } catch (error) {
+      if ((error as { statusCode?: number }).statusCode === 401) await activity.record(userId, kind, device, detail)
+      throw error
+    }
+  }
 
   /** A store failure (Redis down) is a 503, never a 500 or a pass. */
   async function stored<T> (operation: Promise<T>): Promise<T> {
@@ -314,15 +328,21 @@ export function factorsService (deps: Dependencies) {
       if ((proof.code === undefined) === (proof.recoveryCode === undefined)) throw new BadRequest('Send exactly one of `code` and `recoveryCode`')
       const ticket = await readTicket(token)
       const reservation = await guesses.reserve(`user:${ticket.u}`, reply)
-      let method: SignInMethod
+      const device = deviceOf(reply.request)
+      const method: SignInMethod = proof.code !== undefined ? 'totp' : 'recovery-code'
+      const wrong = async (): Promise<never> => {
+        await activity.record(ticket.u, 'second-step-failed', device, methodName(method))
+        throw new MfaCodeInvalid()
+      }
       if (proof.code !== undefined) {
         const secret = await factors.totpSecret(ticket.u, true)
         const step = secret === null ? null : codeStep(secret, proof.code, now())
-        if (step === null || !await factors.takeStep(ticket.u, step)) throw new MfaCodeInvalid()
-        method = 'totp'
+        if (step === null || !await factors.takeStep(ticket.u, step)) await wrong()
       } else {
-        if (!await factors.takeRecoveryCode(ticket.u, recoveryDigest(proof.recoveryCode!))) throw new MfaCodeInvalid()
-        method = 'recovery-code'
+        const left = await factors.takeRecoveryCode(ticket.u, recoveryDigest(proof.recoveryCode!))
+        if (left === null) await wrong()
+        // Spent even if the ticket is then found completed: the code is gone either way.
+        await activity.record(ticket.u, 'recovery-code-used', device, String(left))
       }
       await guesses.release(reservation)
       return await finish(token, ticket, method)
@@ -342,14 +362,16 @@ export function factorsService (deps: Dependencies) {
       })
     },
 
-    /** Completes the second step with one of the user's passkeys. */
-    async completeWithPasskey (token: string, response: AuthenticationResponseJSON): Promise<SignIn> {
+    /** Completes the second step with one of the user's passkeys, from `device`. */
+    async completeWithPasskey (token: string, response: AuthenticationResponseJSON, device: Device): Promise<SignIn> {
       const ticket = await readTicket(token)
-      const { value, challenge } = await takeChallenge(response, 'second-step')
-      if (challenge.ticket !== ticketKey(token)) throw new PasskeyRefused('its challenge belongs to another sign-in')
-      const passkey = await factors.passkey(response.id)
-      // Another user's passkey is refused exactly like an unknown one.
-      await assertPasskey(response, value, passkey?.userId === ticket.u ? passkey : null, false)
+      await recordingRefusal(ticket.u, 'second-step-failed', device, 'passkey', async () => {
+        const { value, challenge } = await takeChallenge(response, 'second-step')
+        if (challenge.ticket !== ticketKey(token)) throw new PasskeyRefused('its challenge belongs to another sign-in')
+        const passkey = await factors.passkey(response.id)
+        // Another user's passkey is refused exactly like an unknown one.
+        await assertPasskey(response, value, passkey?.userId === ticket.u ? passkey : null, false)
+      })
       return await finish(token, ticket, 'passkey')
     },
 
@@ -359,15 +381,19 @@ export function factorsService (deps: Dependencies) {
       return await generateAuthenticationOptions({ rpID: rpId, challenge, userVerification: 'required', timeout: CHALLENGE_TTL_MS })
     },
 
-    /** A passwordless sign-in: the passkey names its user. */
-    async signIn (response: AuthenticationResponseJSON, mode: SessionModeValue): Promise<SignIn> {
+    /** A passwordless sign-in from `device`: the passkey names its user, whose activity records a refusal. */
+    async signIn (response: AuthenticationResponseJSON, mode: SessionModeValue, device: Device): Promise<SignIn> {
       const { value } = await takeChallenge(response, 'sign-in')
       const passkey = await factors.passkey(response.id)
-      if (passkey !== null && response.response.userHandle !== undefined &&
-          response.response.userHandle !== Buffer.from(userHandle(passkey.userId)).toString('base64url')) {
-        throw new PasskeyRefused('its user handle is not the one it was registered with')
+      const check = async (): Promise<PasskeyRow> => {
+        if (passkey !== null && response.response.userHandle !== undefined &&
+            response.response.userHandle !== Buffer.from(userHandle(passkey.userId)).toString('base64url')) {
+          throw new PasskeyRefused('its user handle is not the one it was registered with')
+        }
+        return await assertPasskey(response, value, passkey, true)
       }
-      const used = await assertPasskey(response, value, passkey, true)
+      // A passkey unknown here names no account: there is no activity to record its refusal in.
+      const used = passkey === null ? await check() : await recordingRefusal(passkey.userId, 'passkey-sign-in-failed', device, null, check)
       const tokenVersion = await deps.tokenVersion(used.userId)
       if (tokenVersion === null) throw new Unauthorized('The user no longer exists')
       return { account: { id: used.userId, tokenVersion }, methods: ['passkey'], mode }

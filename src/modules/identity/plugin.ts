@@ -21,7 +21,7 @@ import { deliverSession, sessionCookies, type SessionCookies } from './cookies.j
 import { originCheck as createOriginCheck, type OriginCheck } from './csrf.js'
 import { factorsRepository } from './factors-repository.js'
 import { CHALLENGES_PER_CLIENT, factorsService, type FactorsService } from './factors.js'
-import { securityActivity, type SecurityActivity } from './activity.js'
+import { securityActivity, type SecurityActivity, type SecurityEventKind } from './activity.js'
 import { sessionsRepository } from './repository.js'
 import { deviceOf, sessionsService, type IssuedSession, type SessionsService, type SignInMethod } from './sessions.js'
 import { passwordChecks, type PasswordChecks } from './sign-in.js'
@@ -37,6 +37,11 @@ export interface Identity extends PasswordChecks {
   sessions: SessionsService
   /** The account's security activity (activity.ts). */
   activity: SecurityActivity
+  /**
+   * Records an event of a change that has committed, from the request's device: a failure to
+   * record it is logged, never the change's answer.
+   */
+  recordActivity: (request: FastifyRequest, userId: number, kind: SecurityEventKind, detail?: string | null) => Promise<void>
   cookies: SessionCookies
   factors: FactorsService
   /** Hands a new session to the client in `mode`: tokens in the body, or cookies. */
@@ -108,7 +113,8 @@ async function identity (app: FastifyInstance, options: IdentityOptions): Promis
       const notice: SecurityNotice = { event, to: account.email, username: account.username, ...(name === undefined ? {} : { name }) }
       await app.mail.enqueue(SECURITY_NOTICE_KIND, notice, SECURITY_NOTICE_WINDOW_MS, tx)
     },
-    wake: app.mail.wake
+    wake: app.mail.wake,
+    activity
   })
 
   const deliver = (reply: FastifyReply, issued: IssuedSession, mode: SessionModeValue): SessionResultBody =>
@@ -128,6 +134,10 @@ async function identity (app: FastifyInstance, options: IdentityOptions): Promis
     factors,
     deliver,
     activity,
+    async recordActivity (request, userId, kind, detail = null) {
+      await activity.record(userId, kind, deviceOf(request), detail)
+        .catch((error: unknown) => { request.log.error({ err: error, kind }, 'security activity: the event could not be recorded') })
+    },
     async renew (request, reply, user) {
       const methods: SignInMethod[] = await factors.sessionMethods(request.sessionId!)
       return deliver(reply, await sessions.start(user, methods, deviceOf(request), 'password-changed'), request.authenticatedBy === 'cookie' ? 'cookie' : 'token')

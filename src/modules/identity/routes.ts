@@ -209,7 +209,7 @@ const authRoutes: FastifyPluginAsyncTypebox = async (app) => {
     }
   }, async (request, reply) => {
     identity.originCheck(request, { requireOrigin: false })
-    return await startSession(reply, await identity.factors.completeWithPasskey(request.body.mfaToken, request.body.response))
+    return await startSession(reply, await identity.factors.completeWithPasskey(request.body.mfaToken, request.body.response, deviceOf(request)))
   })
 
   routes.post('/passkey/options', {
@@ -237,7 +237,7 @@ const authRoutes: FastifyPluginAsyncTypebox = async (app) => {
   }, async (request, reply) => {
     const mode = request.body.mode ?? 'token'
     checkBrowser(request, mode)
-    return await startSession(reply, await identity.factors.signIn(request.body.response, mode))
+    return await startSession(reply, await identity.factors.signIn(request.body.response, mode, deviceOf(request)))
   })
 
   // Signed in: the access token (header or cookie) names a live session.

@@ -12,7 +12,6 @@ import { BODY, empty, json, problems, SESSION, SESSION_CHANGE, sessionAuth } fro
 import { CHALLENGE_LIMITS, CREDENTIAL_ID_MAX_BYTES, PASSKEYS_MAX_PER_USER, PUBLIC_KEY_MAX_BYTES } from './factors.js'
 import { ConfirmTotpBody, CreationOptions, DisableTotpBody, Passkey, PasskeyParams, ProofBody, RecoveryCodes, RegisterPasskeyBody, RenamePasskeyBody, Security, TotpEnrolment } from './schemas.js'
 import { ACTIVITY_OF, sessionRoutes } from './session-routes.js'
-import { deviceOf } from './sessions.js'
 import { EmailNotVerified } from './sign-in.js'
 
 /** What a change that needs the current password may answer besides its own codes: a missing, wrong or too often wrong one, a sign-in not recent enough. */
@@ -32,13 +31,11 @@ export const securityRoutes: FastifyPluginAsyncTypebox = async (parent) => {
   const proved = { preHandler: [recent, requireProof] }
   app.addHook('onRequest', async (_request, reply) => { reply.header('cache-control', 'no-store') })
   app.addHook('onRequest', app.authenticate)
-  // A change that went through is an event of the account's activity (activity.ts). The
-  // change has committed: a failure to record it is logged, never the change's answer.
+  // A change that went through is an event of the account's activity (activity.ts).
   app.addHook('onSend', async (request, reply) => {
     const kind = ACTIVITY_OF[String(request.routeOptions.schema?.operationId).replace(/Deprecated$/, '')]
     if (kind === undefined || reply.statusCode >= 300) return
-    await app.identity.activity.record(request.currentUser!.id, kind, deviceOf(request))
-      .catch((error: unknown) => { request.log.error({ err: error, kind }, 'security activity: the event could not be recorded') })
+    await app.identity.recordActivity(request, request.currentUser!.id, kind)
   })
 
   app.get('', {

@@ -11,7 +11,7 @@ import { NotFound } from '../../lib/problem.js'
 import { BODY, empty, json, problems, SESSION, SESSION_CHANGE, sessionAuth } from '../../lib/responses.js'
 import { Type } from 'typebox'
 import { Timestamp } from '../../lib/schemas.js'
-import { EVENTS_KEPT, type SecurityEventKind } from './activity.js'
+import { ATTEMPTS, EVENTS_KEPT, type SecurityEventKind } from './activity.js'
 import type { SessionRow } from './repository.js'
 import { methodName } from './sessions.js'
 
@@ -31,17 +31,39 @@ const SessionList = Type.Object({ items: Type.Array(SessionInfo) }, {
   examples: [{ items: [{ id: '6f1c2d3e-4b5a-4c7d-8e9f-0a1b2c3d4e5f', current: true, createdAt: '2026-11-28T09:00:00.000Z', lastUsedAt: '2026-11-28T09:45:00.000Z', expiresAt: '2026-12-28T09:45:00.000Z', methods: ['password', 'totp'], userAgent: 'Mozilla/5.0 (iPhone; CPU iPhone OS 17_4 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.4 Mobile/15E148 Safari/604.1', browser: 'Safari 17', os: 'iOS 17.4', ip: '203.0.113.7' }] }]
 })
 const SessionParams = Type.Object({ id: Type.String({ pattern: '^[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}$', description: 'the session\'s `id` (a UUID), as GET /api/security/sessions lists it' }) }, { additionalProperties: false })
+/** What each kind of `GET /api/security/activity` is, as its schema and docs/api.md say. */
+export const ACTIVITY_KINDS: Record<SecurityEventKind, string> = {
+  'sign-in': 'a sign-in (`detail`: how, `password+totp`)',
+  'sign-in-failed': 'a wrong password at login',
+  'second-step-failed': 'a wrong code or a refused passkey at a login\'s second step, after the right password (`detail`: `totp`, `recoveryCode` or `passkey`)',
+  'passkey-sign-in-failed': 'a passkey of the account refused at a sign-in with a passkey alone',
+  'recovery-code-used': 'a recovery code spent on a sign-in (`detail`: how many are left)',
+  'password-changed': 'a new password set with the current one',
+  'password-reset-requested': 'a reset link e-mailed to the account\'s address (from the address that asked for it)',
+  'password-reset-completed': 'a new password set through a reset link (from the address that followed it)',
+  'email-changed': 'a new address confirmed by its verification link (`detail`: the address)',
+  'totp-enabled': 'TOTP turned on',
+  'totp-disabled': 'TOTP turned off',
+  'recovery-codes-replaced': 'new recovery codes',
+  'passkey-added': 'a passkey registered',
+  'passkey-removed': 'a passkey deleted',
+  'session-ended': 'a session ended (logout from the sessions list)',
+  'other-sessions-ended': 'every other session ended'
+}
+
 const Activity = Type.Object({
   items: Type.Array(Type.Object({
-    kind: Type.String({ description: '`sign-in`, `sign-in-failed` (a wrong password), `password-changed`, `totp-enabled`, `totp-disabled`, `recovery-codes-replaced`, `passkey-added`, `passkey-removed`, `session-ended`, `other-sessions-ended`' }),
-    detail: Type.Union([Type.String(), Type.Null()], { description: 'a sign-in\'s methods (`password+totp`)' }),
+    kind: Type.String({ description: Object.entries(ACTIVITY_KINDS).map(([kind, what]) => `\`${kind}\`: ${what}`).join('; ') }),
+    detail: Type.Union([Type.String(), Type.Null()], { description: 'what the kind leaves open: a sign-in\'s methods (`password+totp`), the method of a failed second step, the recovery codes left, a new address' }),
     createdAt: Timestamp,
+    count: Type.Integer({ minimum: 1, description: `repeated attempts (${ATTEMPTS.map((kind) => `\`${kind}\``).join(', ')}) with nothing of the owner's between them are one item: how many; 1 for everything else` }),
+    firstAt: Type.Unsafe<Date>(Type.String({ format: 'date-time', description: 'when the first of `count` attempts was; `createdAt`, `ip` and `userAgent` are the last one\'s' })),
     ip: Type.Union([Type.String(), Type.Null()]),
     userAgent: Type.Union([Type.String(), Type.Null()]),
     browser: Type.Union([Type.String(), Type.Null()]),
     os: Type.Union([Type.String(), Type.Null()])
   }))
-}, { examples: [{ items: [{ kind: 'sign-in', detail: 'password+totp', createdAt: '2026-11-28T09:00:00.000Z', ip: '203.0.113.7', userAgent: 'Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/156.0.0.0 Safari/537.36', browser: 'Chrome 156', os: 'Linux' }, { kind: 'sign-in-failed', detail: null, createdAt: '2026-11-28T08:59:30.000Z', ip: '198.51.100.4', userAgent: 'curl/8.5.0', browser: null, os: null }] }] })
+}, { examples: [{ items: [{ kind: 'sign-in', detail: 'password+totp', createdAt: '2026-11-28T09:00:00.000Z', count: 1, firstAt: '2026-11-28T09:00:00.000Z', ip: '203.0.113.7', userAgent: 'Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/156.0.0.0 Safari/537.36', browser: 'Chrome 156', os: 'Linux' }, { kind: 'sign-in-failed', detail: null, createdAt: '2026-11-28T08:59:30.000Z', count: 3, firstAt: '2026-11-28T08:41:02.000Z', ip: '198.51.100.4', userAgent: 'curl/8.5.0', browser: null, os: null }] }] })
 
 /** The changes of the security subtree that are events of the account's activity, by operationId. */
 export const ACTIVITY_OF: Record<string, SecurityEventKind> = {
@@ -85,8 +107,9 @@ export const sessionRoutes: FastifyPluginAsyncTypebox = async (parent) => {
     schema: {
       operationId: 'listSecurityActivity',
       tags: ['security'],
-      summary: 'Your account\'s recent security activity: sign-ins, wrong passwords, factor, password and session changes',
-      description: `Newest first, the last ${EVENTS_KEPT} events of the account, each with when, the address and the device it came from.`,
+      summary: 'Your account\'s recent security activity: sign-ins, wrong passwords and codes, resets, factor, password, address and session changes',
+      description: `Newest first, the last ${EVENTS_KEPT} events of the account, each with when, the address and the device it came from. ` +
+        'Attempts anyone may repeat against the account (wrong passwords, reset requests) never push your own events out: repeated with nothing of yours between them, they are one item with a `count` (docs/api.md, "Security activity").',
       security: sessionAuth,
       response: { 200: json(Activity), ...problems(...SESSION) }
     }

@@ -7,7 +7,7 @@
  * (`app.identity.authBudget`).
  */
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
-import type { FastifyInstance } from 'fastify'
+import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { BODY, empty, HEADERS, json, problems, SESSION_CHANGE, sessionAuth } from '../../lib/responses.js'
 import { PasswordResetAccepted, PasswordResetBody, PasswordResetConfirmBody, RegisterBody, User, VerificationQueued, VerifyEmailBody } from './schemas.js'
 
@@ -38,8 +38,21 @@ export function registrationRoute (app: FastifyInstance, options: RegistrationRo
 /** POST /password-reset and /password-reset/confirm: the recovery of a forgotten password. */
 export function passwordResetRoutes (parent: FastifyInstance): void {
   const app = parent.withTypeProvider<TypeBoxTypeProvider>()
+  /** The requests whose reset e-mail was queued, and their address. */
+  const queued = new WeakMap<FastifyRequest, string>()
   app.post('/password-reset', {
     onRequest: app.identity.authBudget,
+    // The account's activity is looked up once the answer is out: it takes the same time
+    // whether or not the address has an account.
+    onResponse: async (request) => {
+      const email = queued.get(request)
+      if (email === undefined) return
+      const account = await app.usersRepository.findByEmail(email).catch((error: unknown) => {
+        request.log.error({ err: error }, 'security activity: the account of a reset request could not be read')
+        return null
+      })
+      if (account !== null) await app.identity.recordActivity(request, account.id, 'password-reset-requested')
+    },
     schema: {
       operationId: 'requestPasswordReset',
       tags: ['auth'],
@@ -51,7 +64,7 @@ export function passwordResetRoutes (parent: FastifyInstance): void {
       response: { 202: json(PasswordResetAccepted), ...problems(...BODY, 'VALIDATION_FAILED', 'RATE_LIMITED') }
     }
   }, async (request, reply) => {
-    await app.passwordReset.request(request.body.email, reply)
+    if (await app.passwordReset.request(request.body.email, reply)) queued.set(request, request.body.email)
     return await reply.code(202).send({ detail: 'If an account has this address, a link to reset its password is on its way' })
   })
 
@@ -68,7 +81,8 @@ export function passwordResetRoutes (parent: FastifyInstance): void {
       response: { 204: empty('the password is set; log in with it', HEADERS.noStore), ...problems(...BODY, 'VALIDATION_FAILED', 'BAD_REQUEST', 'RESET_TOKEN_INVALID', 'RATE_LIMITED') }
     }
   }, async (request, reply) => {
-    await app.passwordReset.confirm(request.body.token, request.body.password)
+    const userId = await app.passwordReset.confirm(request.body.token, request.body.password)
+    await app.identity.recordActivity(request, userId, 'password-reset-completed')
     return await reply.code(204).header('cache-control', 'no-store').send(null)
   })
 }
@@ -89,7 +103,8 @@ export function verifyEmailRoute (parent: FastifyInstance): void {
       response: { 204: empty('the address is verified'), ...problems(...BODY, 'VALIDATION_FAILED', 'VERIFICATION_TOKEN_INVALID', 'CONFLICT', 'RATE_LIMITED') }
     }
   }, async (request, reply) => {
-    await parent.emailVerification.verify(request.body.token)
+    const changed = await parent.emailVerification.verify(request.body.token)
+    if (changed !== null) await parent.identity.recordActivity(request, changed.userId, 'email-changed', changed.email)
     return await reply.code(204).send(null)
   })
 }

@@ -111,13 +111,14 @@ function emailVerification ({ users, mail, publicUrl, store }: Dependencies) {
 
     /**
      * Verifies the address of the token, or makes the pending address it was sent to the
-     * user's; 400 VERIFICATION_TOKEN_INVALID otherwise, 409 CONFLICT (nothing changed) when
-     * another account has that address.
+     * user's (then answers the user and their new address); 400 VERIFICATION_TOKEN_INVALID
+     * otherwise, 409 CONFLICT (nothing changed) when another account has that address.
      */
-    async verify (token: string): Promise<void> {
-      const outcome = await users.verifyEmail(tokenDigest(token))
+    async verify (token: string): Promise<{ userId: number, email: string } | null> {
+      const { outcome, userId, email } = await users.verifyEmail(tokenDigest(token))
       if (outcome === 'invalid') throw new VerificationTokenInvalid()
       if (outcome === 'taken') throw new EmailTaken()
+      return outcome === 'changed' ? { userId: userId!, email: email! } : null
     }
   }
 }

@@ -76,8 +76,8 @@ function passwordReset ({ users, mail, hash, publicUrl, ttlMs, store }: Dependen
   })
 
   return {
-    /** Queues a reset e-mail for `email` (sent only if an account has it); the same work either way. */
-    async request (email: string, reply: FastifyReply): Promise<void> {
+    /** Queues a reset e-mail for `email` (sent only if an account has it); the same work either way. False past the address's budget: nothing queued. */
+    async request (email: string, reply: FastifyReply): Promise<boolean> {
       const address = email.toLowerCase()
       try {
         await perAddress.spend(`address:${address}`, reply)
@@ -86,16 +86,19 @@ function passwordReset ({ users, mail, hash, publicUrl, ttlMs, store }: Dependen
         // the same answer as any other request.
         if ((error as { statusCode?: number }).statusCode === 503) throw error
         reply.removeHeader('retry-after')
-        return
+        return false
       }
       await mail.enqueue(RESET_KIND, { email }, RESET_SEND_WINDOW_MS)
+      return true
     },
 
-    /** Sets the password of the token's user and ends their sessions; 400 RESET_TOKEN_INVALID for any token that is not live. */
-    async confirm (token: string, password: string): Promise<void> {
+    /** Sets the password of the token's user and ends their sessions: the user's id; 400 RESET_TOKEN_INVALID for any token that is not live. */
+    async confirm (token: string, password: string): Promise<number> {
       checkPasswordBytes(password)
       const passwordHash = await hash(password)
-      if (await users.resetPassword(tokenDigest(token), passwordHash) === null) throw new ResetTokenInvalid()
+      const userId = await users.resetPassword(tokenDigest(token), passwordHash)
+      if (userId === null) throw new ResetTokenInvalid()
+      return userId
     }
   }
 }

@@ -116,6 +116,8 @@ export type AlsoInTransaction = (tx: Transaction, user: TokenUser) => Promise<vo
 
 /** What following a verification link did. */
 export type VerificationOutcome = 'verified' | 'changed' | 'invalid' | 'taken'
+/** The outcome, and the user and address of a link that verified or changed an address. */
+export interface Verification { outcome: VerificationOutcome, userId?: number, email?: string }
 
 function usersRepository (prisma: PrismaClient) {
   const db = sql(prisma)
@@ -232,14 +234,14 @@ function usersRepository (prisma: PrismaClient) {
      * verification of an account ends what was made before it (FIRST_PROOF_SQL). `taken`,
      * and nothing changed (the token stays), when another account has the pending address.
      */
-    async verifyEmail (hash: Buffer): Promise<VerificationOutcome> {
+    async verifyEmail (hash: Buffer): Promise<Verification> {
       try {
-        return await db.transaction('e-mail verification', async (tx): Promise<VerificationOutcome> => {
+        return await db.transaction('e-mail verification', async (tx): Promise<Verification> => {
           const [owner] = await db.rows<{ userId: number }>('verification-token-owner', VERIFICATION_OWNER_SQL, [hash], tx)
-          if (owner === undefined) return 'invalid'
+          if (owner === undefined) return { outcome: 'invalid' }
           const [lock] = await db.rows<{ unverified: boolean }>('user-lock', USER_LOCK_SQL, [owner.userId], tx)
           const [used] = await db.rows<{ userId: number, email: string }>('verification-token-use', VERIFICATION_USE_SQL, [hash], tx)
-          if (used === undefined) return 'invalid'
+          if (used === undefined) return { outcome: 'invalid' }
           let outcome: VerificationOutcome = 'invalid'
           if ((await db.rows('verification-apply', VERIFICATION_APPLY_SQL, [used.userId, used.email], tx)).length === 1) outcome = 'verified'
           else if ((await db.rows('verification-move', VERIFICATION_MOVE_SQL, [used.userId, used.email], tx)).length === 1) outcome = 'changed'
@@ -247,10 +249,10 @@ function usersRepository (prisma: PrismaClient) {
           if (outcome !== 'invalid' && lock?.unverified === true) await firstProof(used.userId, true, tx)
           // Reset links went to the address the account has left: they reach it no more.
           if (outcome === 'changed') await db.rows('reset-tokens-void', RESET_OTHERS_SQL, [used.userId], tx)
-          return outcome
+          return outcome === 'invalid' ? { outcome } : { outcome, userId: used.userId, email: used.email }
         })
       } catch (error) {
-        if ((error as { cause?: { code?: unknown } }).cause?.code === UNIQUE_VIOLATION) return 'taken'
+        if ((error as { cause?: { code?: unknown } }).cause?.code === UNIQUE_VIOLATION) return { outcome: 'taken' }
         throw error
       }
     },
