@@ -975,8 +975,16 @@ t.test('each route answers every status it documents, and documents every status
   const plainHttp = { host: 'api.example.com', origin: 'http://api.example.com' }
   // Other codes not produced above, one request each.
   const others: Record<string, Record<string, () => Promise<LightMyRequestResponse>>> = {
-    'POST /api/user': { '400 BAD_REQUEST': () => app.inject({ method: 'POST', url: '/api/user', payload: newUser({ password: 'ü'.repeat(50) }) }) },
-    'POST /api/auth/register': { '400 BAD_REQUEST': () => app.inject({ method: 'POST', url: '/api/auth/register', payload: newUser({ password: 'ü'.repeat(50) }) }) },
+    'POST /api/user': {
+      '400 BAD_REQUEST': () => app.inject({ method: 'POST', url: '/api/user', payload: newUser({ password: 'ü'.repeat(50) }) }),
+      '400 PASSWORD_TOO_COMMON': () => app.inject({ method: 'POST', url: '/api/user', payload: newUser({ password: 'password123' }) })
+    },
+    'POST /api/auth/register': {
+      '400 BAD_REQUEST': () => app.inject({ method: 'POST', url: '/api/auth/register', payload: newUser({ password: 'ü'.repeat(50) }) }),
+      '400 PASSWORD_TOO_COMMON': () => app.inject({ method: 'POST', url: '/api/auth/register', payload: newUser({ password: 'password123' }) })
+    },
+    'PATCH /api/user/{id}': { '400 PASSWORD_TOO_COMMON': () => app.inject({ method: 'PATCH', url: `/api/user/${me.id}`, headers: me.auth, payload: { password: 'password123', currentPassword: me.password } }) },
+    'POST /api/auth/password-reset/confirm': { '400 PASSWORD_TOO_COMMON': () => app.inject({ method: 'POST', url: '/api/auth/password-reset/confirm', payload: { token: 'x', password: 'password123' } }) },
     'POST /api/auth/login': { '400 INSECURE_COOKIE_CONTEXT': () => app.inject({ method: 'POST', url: '/api/auth/login', headers: plainHttp, payload: { username: me.username, password: me.password, mode: 'cookie' } }) },
     'POST /api/auth/passkey/login': { '400 INSECURE_COOKIE_CONTEXT': () => app.inject({ method: 'POST', url: '/api/auth/passkey/login', headers: plainHttp, payload: { response: stray, mode: 'cookie' } }) },
     'POST /api/auth/mfa/passkey': { '400 BAD_REQUEST': async () => app.inject({ method: 'POST', url: '/api/auth/mfa/passkey', payload: { mfaToken: await ticket(), response: notWebAuthn } }) },

@@ -239,6 +239,17 @@ t.test('the link is built from PUBLIC_URL, whatever Host or X-Forwarded-Host the
   t.match(received!.mail.text, LINK)
 })
 
+t.test('a common new password: 400 PASSWORD_TOO_COMMON at the field, and the link still works', async (t) => {
+  const user = await registerAndLogin(app)
+  const before = sink.received.length
+  t.equal((await requestReset(user.email)).statusCode, 202)
+  const token = tokenOf((await mailsTo(user.email, before, 1))[0]!)
+  const problem = assertProblem(t, await confirm(token, 'Sunshine1'), 400, 'PASSWORD_TOO_COMMON')
+  t.same(problem.errors, [{ in: 'body', field: '/password', message: 'is one of the most common passwords' }])
+  t.equal((await confirm(token, 'a sunshine nobody guesses')).statusCode, 204, 'checked before the token is used: the same link sets a better one')
+  t.equal((await app.inject({ method: 'POST', url: '/api/auth/login', payload: { username: user.username, password: 'a sunshine nobody guesses' } })).statusCode, 200)
+})
+
 t.test('bad input is one problem', async (t) => {
   assertProblem(t, await app.inject({ method: 'POST', url: '/api/auth/password-reset', payload: { email: 'not an address' } }), 400, 'VALIDATION_FAILED')
   assertProblem(t, await app.inject({ method: 'POST', url: '/api/auth/password-reset', payload: { email: 'a@example.com', extra: 1 } }), 400, 'VALIDATION_FAILED')

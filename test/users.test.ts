@@ -2,6 +2,7 @@ import t from 'tap'
 import { assertNoSecrets, assertProblem } from './helpers/assertions.js'
 import { build, injectAs, newUser, registerAndLogin } from './helpers/build.js'
 import { sqlClient } from './helpers/database.js'
+import { CODES } from '../src/lib/problem.js'
 
 t.test('registration (POST /api/user and POST /api/auth/register)', async (t) => {
   const app = await build(t)
@@ -74,6 +75,23 @@ t.test('registration (POST /api/user and POST /api/auth/register)', async (t) =>
     }
     const after = (await db.query('SELECT count(*)::int AS n FROM users')).rows[0].n
     t.equal(after, before, 'no user was written')
+  })
+
+  t.test('a common password is refused, in any case: 400 PASSWORD_TOO_COMMON at the field, nothing written', async (t) => {
+    const before = (await db.query('SELECT count(*)::int AS n FROM users')).rows[0].n
+    for (const [url, password] of [['/api/user', 'password123'], ['/api/auth/register', 'PassWord123'], ['/api/user', 'QWERTYUIOP']]) {
+      const problem = assertProblem(t, await app.inject({ method: 'POST', url, payload: newUser({ password }) }), 400, 'PASSWORD_TOO_COMMON')
+      t.equal(problem.detail, CODES.PASSWORD_TOO_COMMON[2], `${url} ${password}: the detail says why, as the documented example does (the list's size included)`)
+      t.same(problem.errors, [{ in: 'body', field: '/password', message: 'is one of the most common passwords' }], 'at the field')
+    }
+    const after = (await db.query('SELECT count(*)::int AS n FROM users')).rows[0].n
+    t.equal(after, before, 'no user was written')
+    t.equal((await app.inject({ method: 'POST', url: '/api/user', payload: newUser({ password: 'password123 but longer' }) })).statusCode, 201, 'a common password inside a longer one is not the common password')
+  })
+
+  t.test('a password past 72 bytes: 400 BAD_REQUEST at the field', async (t) => {
+    const problem = assertProblem(t, await app.inject({ method: 'POST', url: '/api/user', payload: newUser({ password: 'é'.repeat(37) }) }), 400, 'BAD_REQUEST')
+    t.same(problem.errors, [{ in: 'body', field: '/password', message: 'must not be longer than 72 bytes in UTF-8' }])
   })
 
   t.test('a 72-byte password is accepted (the bcrypt limit, not past it)', async (t) => {
@@ -168,6 +186,16 @@ t.test('PATCH /api/user/:id', async (t) => {
       assertProblem(t, await injectAs(app, me, { method: 'PATCH', url: `/api/user/${me.id}`, payload }), 400, 'VALIDATION_FAILED')
     }
     assertProblem(t, await injectAs(app, me, { method: 'PATCH', url: `/api/user/${me.id}`, payload: { password: 'ü'.repeat(40), currentPassword: me.password } }), 400, 'BAD_REQUEST')
+  })
+
+  t.test('a common new password: 400 PASSWORD_TOO_COMMON at the field, before the current password is checked; the password stays', async (t) => {
+    const me = await registerAndLogin(app)
+    for (const currentPassword of [me.password, 'not my password']) {
+      const problem = assertProblem(t, await injectAs(app, me, { method: 'PATCH', url: `/api/user/${me.id}`, payload: { password: 'Iloveyou1', currentPassword } }), 400, 'PASSWORD_TOO_COMMON')
+      t.same(problem.errors, [{ in: 'body', field: '/password', message: 'is one of the most common passwords' }])
+    }
+    t.equal((await app.inject({ method: 'POST', url: '/api/auth/login', payload: { username: me.username, password: me.password } })).statusCode, 200, 'the old password still logs in')
+    t.equal((await injectAs(app, me, { method: 'GET', url: `/api/user/${me.id}` })).statusCode, 200, 'the session goes on')
   })
 
   t.test('without a token: 401', async (t) => {

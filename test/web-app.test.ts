@@ -5,7 +5,8 @@
 import { readFile } from 'node:fs/promises'
 import { brotliDecompressSync, gunzipSync } from 'node:zlib'
 import t from 'tap'
-import { IMMUTABLE, WEB_ROOT, WEBAUTHN_BUNDLE, WEBAUTHN_SCRIPT, webFiles } from '../src/plugins/web-app.js'
+import { IMMUTABLE, passwordListFile, WEB_ROOT, WEBAUTHN_BUNDLE, WEBAUTHN_SCRIPT, webFiles } from '../src/plugins/web-app.js'
+import { commonPasswords } from '../src/lib/password-rule.js'
 import { loadConfig } from '../src/config.js'
 import { assertProblem } from './helpers/assertions.js'
 import { build } from './helpers/build.js'
@@ -46,6 +47,31 @@ t.test('page weight: the shell and every file it loads, gzip-compressed, within 
   const { assets, html } = await webFiles()
   const total = [html, ...assets.values()].reduce((sum, file) => sum + file.encodings.gzip.length, 0)
   t.ok(total < 60_000, `${total} bytes`)
+})
+
+t.test('the common-password list: a hashed file of its own that the shell names but does not load, the very text the API checks', async (t) => {
+  const app = await build(t)
+  const shell = (await app.inject({ method: 'GET', url: '/' })).body
+  const name = /<meta name="common-passwords" content="([^"]+)">/.exec(shell)?.[1]
+  t.equal(name, passwordListFile().name, 'the shell names it')
+  t.match(name, /^\/assets\/common-passwords\.[\w-]{10}\.txt$/, 'content-hashed')
+  t.notMatch(shell, /(?:src|href)="\/assets\/common-passwords/, 'no link, preload or script loads it with the first page')
+  const plain = await app.inject({ method: 'GET', url: name!, headers: { 'accept-encoding': 'identity' } })
+  t.equal(plain.statusCode, 200)
+  t.match(plain.headers['content-type'], /^text\/plain; charset=utf-8/)
+  t.equal(plain.headers['cache-control'], IMMUTABLE, 'immutable: a new list is a new name')
+  const list = commonPasswords()
+  t.equal(plain.body, list.text, 'the text the API checks against')
+  const lines = plain.body.trimEnd().split('\n')
+  t.equal(lines.length, list.size, `${lines.length} passwords, one a line`)
+  t.ok(lines.every((line, i) => line === line.toLowerCase() && (i === 0 || lines[i - 1]! < line)), 'lowercased, sorted, no repeats')
+  t.ok(lines.includes('password123') && !lines.includes('123456'), 'those the length rule lets through only')
+  const br = await app.inject({ method: 'GET', url: name!, headers: { 'accept-encoding': 'br, gzip' } })
+  t.equal(brotliDecompressSync(br.rawPayload).toString(), plain.body, 'brotli when offered')
+  t.ok(br.rawPayload.length < 60_000, `${br.rawPayload.length} bytes with brotli`)
+  const gz = await app.inject({ method: 'GET', url: name!, headers: { 'accept-encoding': 'gzip' } })
+  t.equal(gunzipSync(gz.rawPayload).toString(), plain.body, 'gzip otherwise')
+  t.equal((await app.inject({ method: 'GET', url: name!, headers: { 'if-none-match': String(plain.headers.etag) } })).statusCode, 304, 'revalidated by its ETag')
 })
 
 t.test('CURRENCY: the shell names it for the prices; an unknown code stops the start', async (t) => {

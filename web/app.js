@@ -3,6 +3,7 @@
 // products in products.js, the security page in security.js. Every form reports its errors
 // in its own role=alert paragraph; what an action did goes to the status line.
 import { auth, users } from './api.js'
+import { newPasswordFields } from './password.js'
 import { showCatalogue, showNewProduct, showProduct } from './products.js'
 import { browserSupportsWebAuthn, forgetSecurity, passkeyFailure, showSecurity, startAuthentication } from './security.js'
 import { $, FieldError, clicked, confirmAction, go, handle, say, sessionEnded, state } from './ui.js'
@@ -430,5 +431,6 @@ async function start () {
 }
 
 $('#no-script').hidden = true
+newPasswordFields()
 for (const heading of document.querySelectorAll('main h1')) heading.tabIndex = -1
 start()

@@ -2,7 +2,7 @@
 // the sessions signed in to the account, each of which can be signed out, and the account's
 // recent activity.
 import { security as api } from './api.js'
-import { $, clicked, confirmAction, day, element, handle, moment, say, sessionEnded } from './ui.js'
+import { $, clicked, confirmAction, day, element, handle, moment, say, sessionEnded, state } from './ui.js'
 // @simplewebauthn/browser's bundle, served by the service: it sets globalThis.SimpleWebAuthnBrowser.
 import '/vendor/simplewebauthn-browser.js'
 
@@ -14,6 +14,9 @@ let factors = null
 let sessions = []
 // The password the enrolment began with, for its confirmation (both need it); dropped when it ends.
 let enrolPassword = null
+// The secrets on the page now, to copy and download: the enrolment's key and URI, the recovery codes.
+let enrolment = null
+let recoveryCodes = []
 
 const forms = {
   totpStart: $('#totp-start'),
@@ -159,6 +162,7 @@ clicked($('#totp-end-others'), $('#security'), endOthers)
 
 /** Shows codes that the service will never show again, until the user says they are saved. */
 function showRecoveryCodes (codes) {
+  recoveryCodes = codes
   $('#recovery-list').replaceChildren(...codes.map((code) => element('li', {}, element('code', {}, code))))
   $('#recovery-codes').hidden = false
   $('#recovery-codes-title').focus()
@@ -173,6 +177,8 @@ export function hideSecrets () {
   $('#totp-uri').removeAttribute('href')
   $('#recovery-codes').hidden = true
   $('#recovery-list').replaceChildren()
+  enrolment = null
+  recoveryCodes = []
   $('#totp-others').hidden = true
   $('#totp-end-others').hidden = true
   enrolPassword = null
@@ -200,11 +206,45 @@ handle(forms.totpStart, async (data) => {
   enrolPassword = currentPassword
   forms.totpStart.reset()
   $('#totp-qr').src = qrCode
-  $('#totp-secret').textContent = secret
+  enrolment = { secret, uri }
+  // In groups of four, as authenticator apps ask for it; copied and saved without the spaces.
+  $('#totp-secret').textContent = secret.replace(/(.{4})(?=.)/g, '$1 ')
   $('#totp-uri').href = uri
   forms.totpConfirm.hidden = false
   forms.totpStart.hidden = true
   forms.totpConfirm.code.focus()
+})
+
+/** Puts `text` on the clipboard; `what` names it in the confirmation. */
+async function copy (text, what) {
+  if (navigator.clipboard === undefined) throw new Error(`This browser does not let the page copy: select the ${what} on the page and copy by hand.`)
+  try {
+    await navigator.clipboard.writeText(text)
+  } catch {
+    throw new Error(`The browser refused to copy the ${what}: select them on the page and copy by hand.`)
+  }
+  say(`Copied the ${what} to the clipboard.`, { focus: false })
+}
+
+/** Saves `text` as a file named for this site and account, e.g. shop.example.com-alice-recovery-codes.txt. */
+function download (kind, text, what) {
+  const name = `${location.hostname}-${state.me?.username ?? 'account'}-${kind}.txt`
+  const url = URL.createObjectURL(new Blob([text], { type: 'text/plain;charset=utf-8' }))
+  element('a', { href: url, download: name }).click()
+  // The download has its own copy once it has started.
+  setTimeout(() => URL.revokeObjectURL(url), 10_000)
+  say(`Saved the ${what} as ${name} in your downloads.`, { focus: false })
+}
+
+const account = () => `${state.me?.username ?? 'your account'} at ${location.host}`
+
+clicked($('#totp-copy'), forms.totpConfirm, async () => { await copy(enrolment.secret, 'authenticator key') })
+clicked($('#totp-download'), forms.totpConfirm, async () => {
+  download('authenticator-key', `Authenticator key of ${account()}\n\nType it into your authenticator app (time-based codes, 6 digits, every 30 seconds):\n${enrolment.secret}\n\nOr open this link on a device with the app:\n${enrolment.uri}\n`, 'authenticator key')
+})
+clicked($('#recovery-copy'), $('#recovery-codes'), async () => { await copy(recoveryCodes.join('\n'), 'recovery codes') })
+clicked($('#recovery-download'), $('#recovery-codes'), async () => {
+  download('recovery-codes', `Recovery codes of ${account()}, made ${new Date().toISOString().slice(0, 10)}\n\nEach one signs you in once in place of a code from your authenticator app.\n\n${recoveryCodes.join('\n')}\n`, 'recovery codes')
 })
 
 handle(forms.totpConfirm, async (data) => {

@@ -88,7 +88,8 @@ export function handle (form, action) {
   form.addEventListener('submit', async (event) => {
     event.preventDefault()
     const error = clearErrors(form)
-    const button = form.querySelector('button')
+    // The submit button: a form may hold other buttons (a show-password toggle) before it.
+    const button = form.querySelector('button:not([type="button"])')
     say('', { focus: false })
     button.disabled = true
     try {

@@ -29,6 +29,7 @@ export const CODES = {
   VALIDATION_FAILED: [400, 'a body, param or query value fails its schema; any string holding NUL (U+0000) or an unpaired UTF-16 surrogate is refused in every field, passwords included (`must not contain NUL (U+0000) or unpaired surrogates`)', 'Invalid request body: /email must match format "email"'],
   MALFORMED_JSON: [400, 'the body is not JSON, is empty, or carries `__proto__` / `constructor.prototype` keys', 'Body is not valid JSON but content-type is set to \'application/json\''],
   BAD_REQUEST: [400, 'other bad input: a password past 72 bytes, both or neither of `username`/`identity`, a refresh with no token at all; and, before any operation, a request that is not valid HTTP or whose URL does not decode', 'Send exactly one of `username` and `identity`', 'anywhere'],
+  PASSWORD_TOO_COMMON: [400, 'a new password (registration, a password change, a reset) that is one of the most common passwords, compared case-insensitively ("Passwords"); `errors` names the field', 'This password is one of the 17,950 most common passwords, which are tried first by anyone guessing: choose another'],
   IMAGE_MISSING: [400, 'an image upload whose form has no file part', 'The form has no file part: send the image as one file'],
   TOO_MANY_FILES: [400, 'an image upload with more than one file part', 'Send exactly one file'],
   TOO_MANY_PARTS: [400, 'an image upload whose form has more parts than a file and a few fields', 'The form has too many parts: send one file'],
@@ -120,6 +121,11 @@ export function problemBody (status: number, code: string, detail: string, insta
   }
   if (errors) body.errors = errors
   return body
+}
+
+/** A client error about one field of the body: answered with that field in `errors`, as a validation failure is. */
+export function atField<E extends Error> (error: E, field: string, message: string): E & { fieldErrors: Static<typeof FieldError>[] } {
+  return Object.assign(error, { fieldErrors: [{ in: 'body', field, message }] })
 }
 
 // Errors the service's own code throws; the error handler turns them into problem details.

@@ -105,7 +105,7 @@ export function toProblem (error: FastifyError & { validation?: AjvError[], vali
     // Our own errors (src/lib/problem.ts, a code of ours) and other plugins' (rate limit, jwt,
     // multipart...: an FST_* code the client has no use for, so the status's generic code).
     const code = status === 429 ? 'RATE_LIMITED' : (error.code && !error.code.startsWith('FST_') ? error.code : defaultCode(status))
-    return problem(status, code, error.message)
+    return problem(status, code, error.message, (error as { fieldErrors?: ProblemBody['errors'] }).fieldErrors)
   }
   if (status === 503) return problem(503, 'SERVICE_UNAVAILABLE', error.message)
   return problem(500, 'INTERNAL', 'An unexpected error occurred; it has been logged with this request id.')

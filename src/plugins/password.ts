@@ -5,8 +5,8 @@
  * take reads down to a few percent of their throughput; on libuv's pool at normal
  * priority (@node-rs/bcrypt), to 11-32%. bench/README.md, "Password hashing", has the
  * figures behind this choice.
- * bcrypt reads at most 72 bytes, so longer passwords are refused by the schemas
- * (src/modules/users/schemas.ts) rather than silently truncated.
+ * bcrypt reads at most 72 bytes, so longer new passwords are refused (src/lib/password-rule.ts)
+ * rather than silently truncated.
  */
 import os from 'node:os'
 import path from 'node:path'
@@ -14,7 +14,6 @@ import { fileURLToPath } from 'node:url'
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
 import { Piscina } from 'piscina'
-import { BadRequest } from '../lib/problem.js'
 
 export interface PasswordHasher {
   hash: (password: string) => Promise<string>
@@ -35,15 +34,6 @@ type TaskListener = (op: PasswordTask['op'], seconds: number) => void
 declare module 'fastify' {
   interface FastifyInstance {
     passwords: PasswordHasher
-  }
-}
-
-export const MAX_PASSWORD_BYTES = 72
-
-/** 400 for a password bcrypt would cut short (it reads the first MAX_PASSWORD_BYTES bytes). */
-export function checkPasswordBytes (password: string): void {
-  if (Buffer.byteLength(password, 'utf8') > MAX_PASSWORD_BYTES) {
-    throw new BadRequest(`The password is longer than ${MAX_PASSWORD_BYTES} bytes in UTF-8; bcrypt would ignore the rest`)
   }
 }
 

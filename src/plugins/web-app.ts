@@ -8,7 +8,11 @@
  * - the HTML shell `no-cache` (revalidated by ETag), naming the hashed files, with a
  *   `<link rel="modulepreload">` for every module the app imports, so the browser fetches them
  *   all at once: the request chain is HTML -> scripts -> API, never script -> script;
- * - each gzip- and brotli-compressed at start, the encoding negotiated (`Vary: Accept-Encoding`).
+ * - each gzip- and brotli-compressed at start, the encoding negotiated (`Vary: Accept-Encoding`);
+ * - the common-password list (src/lib/password-rule.ts) as one more hashed file, named in the
+ *   shell's `<meta name="common-passwords">` and fetched by the app only when a new-password
+ *   field is first focused, so it is no part of the first page; compressed at its first
+ *   request, off the event loop (brotli's best quality costs about 0.8 s of CPU on its 168 kB).
  *   Only these files: API answers stay uncompressed (a compressed answer that carries a
  *   secret beside what an attacker sends can leak it by its length: BREACH).
  * Any other path keeps the service's own 404. `web/` sits beside `src/` and `dist/`, so
@@ -18,10 +22,12 @@ import { createHash } from 'node:crypto'
 import { readdir, readFile } from 'node:fs/promises'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { brotliCompressSync, constants, gzipSync } from 'node:zlib'
+import { promisify } from 'node:util'
+import { brotliCompress, brotliCompressSync, constants, gzip, gzipSync } from 'node:zlib'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import context from '@user-product-service/context'
+import { commonPasswords } from '../lib/password-rule.js'
 import { NotFound } from '../lib/problem.js'
 
 export const WEB_ROOT = fileURLToPath(new URL('../../web/', import.meta.url))
@@ -41,7 +47,7 @@ export const WEBAUTHN_SCRIPT = '/vendor/simplewebauthn-browser.js'
 export const WEBAUTHN_BUNDLE = fileURLToPath(new URL('../dist/bundle/index.umd.min.js', import.meta.resolve('@simplewebauthn/browser')))
 
 export const IMMUTABLE = 'public, max-age=31536000, immutable'
-const TYPES: Record<string, string> = { '.js': 'text/javascript; charset=utf-8', '.css': 'text/css; charset=utf-8', '.html': 'text/html; charset=utf-8' }
+const TYPES: Record<string, string> = { '.js': 'text/javascript; charset=utf-8', '.css': 'text/css; charset=utf-8', '.html': 'text/html; charset=utf-8', '.txt': 'text/plain; charset=utf-8' }
 /** A module specifier in an import or export (`from './api.js'`, `import '/vendor/x.js'`, `import('./x.js')`). */
 const IMPORT = /(\bfrom\s*|\bimport\s*\(?\s*)(['"])([^'"]+\.js)\2/g
 
@@ -52,17 +58,36 @@ export interface WebFile {
   encodings: { identity: Buffer, br: Buffer, gzip: Buffer }
 }
 
+const brotliOptions = (identity: Buffer) => ({ params: { [constants.BROTLI_PARAM_QUALITY]: 11, [constants.BROTLI_PARAM_SIZE_HINT]: identity.length } })
+const etagOf = (identity: Buffer): string => `"${createHash('sha256').update(identity).digest('base64url').slice(0, 22)}"`
+const hashedName = (source: string, etag: string): string => `/assets/${path.basename(source, path.extname(source))}.${etag.slice(1, 11)}${path.extname(source)}`
+
 function webFile (name: string, text: string): WebFile {
   const identity = Buffer.from(text)
   return {
     type: TYPES[path.extname(name)] ?? 'application/octet-stream',
-    etag: `"${createHash('sha256').update(identity).digest('base64url').slice(0, 22)}"`,
-    encodings: {
-      identity,
-      br: brotliCompressSync(identity, { params: { [constants.BROTLI_PARAM_QUALITY]: 11, [constants.BROTLI_PARAM_SIZE_HINT]: identity.length } }),
-      gzip: gzipSync(identity, { level: 9 })
-    }
+    etag: etagOf(identity),
+    encodings: { identity, br: brotliCompressSync(identity, brotliOptions(identity)), gzip: gzipSync(identity, { level: 9 }) }
   }
+}
+
+let passwordList: { name: string, file: () => Promise<WebFile> } | undefined
+
+/** The common-password list's hashed name, and the file, compressed at its first request (once per process). */
+export function passwordListFile (): { name: string, file: () => Promise<WebFile> } {
+  if (passwordList !== undefined) return passwordList
+  const identity = Buffer.from(commonPasswords().text)
+  const etag = etagOf(identity)
+  let file: Promise<WebFile> | undefined
+  const compress = async (): Promise<WebFile> => {
+    const [br, gz] = await Promise.all([promisify(brotliCompress)(identity, brotliOptions(identity)), promisify(gzip)(identity, { level: 9 })])
+    return { type: TYPES['.txt']!, etag, encodings: { identity, br, gzip: gz } }
+  }
+  passwordList = {
+    name: hashedName('/common-passwords.txt', etag),
+    file: async () => await (file ??= compress())
+  }
+  return passwordList
 }
 
 /** The app's files as served: the hashed assets by path, the HTML shell, and the hashed path of each source file. */
@@ -89,8 +114,7 @@ export async function webFiles (currency = 'EUR'): Promise<{ assets: Map<string,
       ? text.replace(IMPORT, (_match, keyword: string, quote: string, specifier: string) => `${keyword}${quote}${add(resolve(specifier, source))}${quote}`)
       : text
     const file = webFile(source, served)
-    const ext = path.extname(source)
-    const name = `/assets/${path.basename(source, ext)}.${file.etag.slice(1, 11)}${ext}`
+    const name = hashedName(source, file.etag)
     names.set(source, name)
     assets.set(name, file)
     if (source.endsWith('.js')) modules.add(name)
@@ -105,6 +129,7 @@ export async function webFiles (currency = 'EUR'): Promise<{ assets: Map<string,
   })
   // The prices' currency (CURRENCY), read by the app from the shell: no request before the first page.
   html = html.replace(/<meta name="currency" content="[A-Z]{3}">/, `<meta name="currency" content="${currency}">`)
+  html = html.replace(/<meta name="common-passwords" content="[^"]*">/, `<meta name="common-passwords" content="${passwordListFile().name}">`)
   const preload = [...modules].map((name) => `<link rel="modulepreload" href="${name}">`).join('\n')
   html = html.replace('</head>', `${preload}\n</head>`)
   return { assets, html: webFile('index.html', html), names }
@@ -129,6 +154,7 @@ export interface WebAppOptions {
 async function webApp (app: FastifyInstance, options: WebAppOptions): Promise<void> {
   if (!/^[A-Z]{3}$/.test(options.currency)) throw new Error(`web-app: currency must be an ISO 4217 code, not ${JSON.stringify(options.currency)}`)
   const { assets, html } = await webFiles(options.currency)
+  const list = passwordListFile()
   // The context plugin (validators, encoding negotiation) for these routes only.
   await app.register(async function files (scope) {
     await scope.register(context, { rawBody: false })
@@ -138,7 +164,8 @@ async function webApp (app: FastifyInstance, options: WebAppOptions): Promise<vo
     // so no log, proxy or Referer sees it.
     for (const url of APP_PAGES) scope.get(url, { schema: { hide: true } }, shell)
     scope.get<{ Params: { name: string } }>('/assets/:name', { schema: { hide: true } }, async (request, reply) => {
-      const file = assets.get(`/assets/${request.params.name}`)
+      const asked = `/assets/${request.params.name}`
+      const file = asked === list.name ? await list.file() : assets.get(asked)
       if (file === undefined) throw new NotFound('No such file of the web app')
       return await send(request, reply, file, IMMUTABLE)
     })

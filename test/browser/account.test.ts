@@ -152,15 +152,15 @@ if (chromiumAvailable(t)) {
       const id = created.json().id as number
       const browser = await context()
 
-      await flow(t, await context(), 'the keyboard reaches the menu, the login fields, the passkey button, the forgotten-password link, then sign-up, in reading order', async (t, page) => {
+      await flow(t, await context(), 'the keyboard reaches the menu, the login fields, the passkey button, the forgotten-password link, then sign-up (the password\'s toggle after its field), in reading order', async (t, page) => {
         await page.goto('/login')
         await page.locator('#signup').waitFor()
         const order: string[] = []
-        for (let i = 0; i < 12; i++) {
+        for (let i = 0; i < 13; i++) {
           await page.keyboard.press('Tab')
           order.push(await page.evaluate('document.activeElement.id || document.activeElement.textContent'))
         }
-        t.same(order, ['Catalogue', 'Log in or sign up', 'login-username', 'login-password', 'Log in', 'passkey-login', 'forgot-open', 'signup-username', 'signup-email', 'signup-names', 'signup-password', 'Sign up'])
+        t.same(order, ['Catalogue', 'Log in or sign up', 'login-username', 'login-password', 'Log in', 'passkey-login', 'forgot-open', 'signup-username', 'signup-email', 'signup-names', 'signup-password', 'Show password', 'Sign up'])
       })
 
       await flow(t, await context(), 'a taken username: the 409\'s detail, announced', async (t, page) => {

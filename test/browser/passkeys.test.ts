@@ -169,8 +169,9 @@ if (chromiumAvailable(t)) {
       await page.getByRole('button', { name: 'Set up an authenticator app' }).click()
       const confirm = page.locator('#totp-confirm')
       await confirm.waitFor()
-      secret = (await page.locator('#totp-secret').textContent()) ?? ''
-      t.match(secret, /^[A-Z2-7]{16,}$/, 'a base32 key')
+      const shown = (await page.locator('#totp-secret').textContent()) ?? ''
+      t.match(shown, /^[A-Z2-7]{4}( [A-Z2-7]{1,4})+$/, 'a base32 key, in groups of four')
+      secret = shown.replaceAll(' ', '')
       t.match(await page.getByRole('img', { name: /QR code/ }).getAttribute('src'), /^data:image\/svg\+xml;base64,/, 'the QR code')
       t.match(await page.getByRole('link', { name: /authenticator app on this device/ }).getAttribute('href'), new RegExp(`^otpauth://totp/.*secret=${secret}`), 'the otpauth: link')
       t.ok(await page.getByRole('img', { name: /QR code/ }).evaluate((img: any) => img.complete && img.naturalWidth > 0), 'the QR code is drawn (the CSP allows data: images)')
@@ -424,7 +425,7 @@ if (chromiumAvailable(t)) {
         page.on('response', (r) => { if (r.url().endsWith('/api/auth/refresh-token')) refreshes.push(r.status()) })
         await page.locator('#totp-start').getByLabel('Password').fill(other.password)
         await page.getByRole('button', { name: 'Set up an authenticator app' }).click()
-        await t.resolves(page.locator('#totp-secret').filter({ hasText: /^[A-Z2-7]{16,}$/ }).waitFor(), 'the key is shown')
+        await t.resolves(page.locator('#totp-secret').filter({ hasText: /^[A-Z2-7]{4}( [A-Z2-7]{1,4})+$/ }).waitFor(), 'the key is shown')
         t.same(refreshes, [200], 'one refresh, then the request again')
       })
     })

@@ -28,7 +28,7 @@ export function registrationRoute (app: FastifyInstance, options: RegistrationRo
       tags: [options.tag],
       summary: options.summary,
       body: RegisterBody,
-      response: { 201: json(User), ...problems(...BODY, 'VALIDATION_FAILED', 'BAD_REQUEST', 'CONFLICT', 'RATE_LIMITED') }
+      response: { 201: json(User), ...problems(...BODY, 'VALIDATION_FAILED', 'BAD_REQUEST', 'PASSWORD_TOO_COMMON', 'CONFLICT', 'RATE_LIMITED') }
     }
   }, async (request, reply) => {
     return reply.code(201).send(await app.users.register(request.body))
@@ -74,11 +74,11 @@ export function passwordResetRoutes (parent: FastifyInstance): void {
       operationId: 'confirmPasswordReset',
       tags: ['auth'],
       summary: 'Set a new password with the token of a reset link; ends every session of the user',
-      description: 'The token is the part of the e-mailed link after `#token=`. The password follows registration\'s rules. ' +
+      description: 'The token is the part of the e-mailed link after `#token=`. The password follows registration\'s rules (one of the most common passwords: 400 `PASSWORD_TOO_COMMON`, checked before the token, which stays usable). ' +
         'Every session of the user ends (access and refresh tokens), and every other reset link of theirs stops working. ' +
         'An unknown, used or expired token: 400 `RESET_TOKEN_INVALID`. Of two confirmations with one token, one succeeds.',
       body: PasswordResetConfirmBody,
-      response: { 204: empty('the password is set; log in with it', HEADERS.noStore), ...problems(...BODY, 'VALIDATION_FAILED', 'BAD_REQUEST', 'RESET_TOKEN_INVALID', 'RATE_LIMITED') }
+      response: { 204: empty('the password is set; log in with it', HEADERS.noStore), ...problems(...BODY, 'VALIDATION_FAILED', 'BAD_REQUEST', 'PASSWORD_TOO_COMMON', 'RESET_TOKEN_INVALID', 'RATE_LIMITED') }
     }
   }, async (request, reply) => {
     const userId = await app.passwordReset.confirm(request.body.token, request.body.password)

@@ -18,7 +18,7 @@ import type { FastifyInstance, FastifyReply } from 'fastify'
 import fp from 'fastify-plugin'
 import { budget, type AttemptStore } from '../../lib/attempts.js'
 import { escapeHtml, newLinkToken, tokenDigest } from '../../lib/link-token.js'
-import { checkPasswordBytes } from '../../plugins/password.js'
+import { checkNewPassword } from '../../lib/password-rule.js'
 import type { Mail } from '../mail/index.js'
 import type { UsersRepository } from './repository.js'
 
@@ -94,7 +94,7 @@ function passwordReset ({ users, mail, hash, publicUrl, ttlMs, store }: Dependen
 
     /** Sets the password of the token's user and ends their sessions: the user's id; 400 RESET_TOKEN_INVALID for any token that is not live. */
     async confirm (token: string, password: string): Promise<number> {
-      checkPasswordBytes(password)
+      checkNewPassword(password)
       const passwordHash = await hash(password)
       const userId = await users.resetPassword(tokenDigest(token), passwordHash)
       if (userId === null) throw new ResetTokenInvalid()

@@ -72,7 +72,7 @@ const ownRecordRoutes: FastifyPluginAsyncTypebox<UserRoutesOptions> = async (app
       security: sessionAuth,
       params: IdParams,
       body: UpdateUserBody,
-      response: { 200: json(UpdatedUser, { headers: { 'Set-Cookie': HEADERS.setCookie['Set-Cookie'], 'Cache-Control': HEADERS.noStore['Cache-Control'] } }), ...problems(...BODY, ...SESSION_CHANGE, 'VALIDATION_FAILED', 'BAD_REQUEST', 'FORBIDDEN', 'WRONG_PASSWORD', 'RECENT_SIGN_IN_REQUIRED', 'NOT_FOUND', 'CONFLICT', 'RATE_LIMITED') }
+      response: { 200: json(UpdatedUser, { headers: { 'Set-Cookie': HEADERS.setCookie['Set-Cookie'], 'Cache-Control': HEADERS.noStore['Cache-Control'] } }), ...problems(...BODY, ...SESSION_CHANGE, 'VALIDATION_FAILED', 'BAD_REQUEST', 'PASSWORD_TOO_COMMON', 'FORBIDDEN', 'WRONG_PASSWORD', 'RECENT_SIGN_IN_REQUIRED', 'NOT_FOUND', 'CONFLICT', 'RATE_LIMITED') }
     }
   }, async (request, reply) => {
     const own = ownRecord(request, request.params.id)

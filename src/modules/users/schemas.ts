@@ -7,10 +7,11 @@ import { CookieSession, TokenSession } from '../../lib/session-schemas.js'
 const Username = Type.String({ minLength: 3, maxLength: 32, pattern: '^[A-Za-z0-9._-]+$', description: '3-32 letters, digits, `.`, `_` or `-`' })
 const Email = Type.String({ format: 'email', minLength: 3, maxLength: 254 })
 /**
- * 8 to 72 characters. bcrypt reads at most 72 *bytes*; the byte length is checked by the
- * service (a JSON schema cannot count UTF-8 bytes), see users/service.ts.
+ * A new password: 8 to 72 characters here; at most 72 *bytes* (bcrypt reads no more) and not
+ * one of the most common passwords are checked by the service (a JSON schema cannot count
+ * UTF-8 bytes), src/lib/password-rule.ts.
  */
-const Password = Type.String({ minLength: 8, maxLength: 72, description: '8 to 72 bytes in UTF-8' })
+const Password = Type.String({ minLength: 8, maxLength: 72, description: 'at least 8 characters, at most 72 bytes in UTF-8, not one of the most common passwords (any case): 400 `PASSWORD_TOO_COMMON`' })
 
 /**
  * The display name (as in the original recipes' `names`): free text, 1-100 characters, no

@@ -9,7 +9,8 @@ import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
 import { BadRequest, NotFound } from '../../lib/problem.js'
 import type { PageOf, PageQueryInput } from '../../lib/schemas.js'
-import { checkPasswordBytes, type PasswordHasher } from '../../plugins/password.js'
+import { checkNewPassword } from '../../lib/password-rule.js'
+import type { PasswordHasher } from '../../plugins/password.js'
 import type { ProductImages, ProductsRepository } from '../products/index.js'
 import type { EmailVerification } from './email-verification.js'
 import type { UsersRepository } from './repository.js'
@@ -42,7 +43,7 @@ function usersService ({ users, passwords, products, images, verification }: Use
 
   return {
     async register (body: RegisterInput): Promise<PublicUser> {
-      checkPasswordBytes(body.password)
+      checkNewPassword(body.password)
       const passwordHash = await passwords.hash(body.password)
       // A duplicate username or e-mail, even from a racing registration, fails on the
       // unique index and is answered 409 by the error handler.
@@ -55,7 +56,7 @@ function usersService ({ users, passwords, products, images, verification }: Use
     validateUpdate (body: UpdateUserInput): void {
       if (body.password !== undefined) {
         if (body.currentPassword === undefined) throw new BadRequest('Send `currentPassword` with `password`: changing the password needs the current one')
-        checkPasswordBytes(body.password)
+        checkNewPassword(body.password)
       }
     },
 
@@ -73,7 +74,7 @@ function usersService ({ users, passwords, products, images, verification }: Use
       const { password, currentPassword: _, ...fields } = body
       let passwordHash: string | undefined
       if (password !== undefined) {
-        checkPasswordBytes(password)
+        checkNewPassword(password)
         passwordHash = await passwords.hash(password)
       }
       const changed = await users.update(id, { ...fields, passwordHash }, verification.queue)
