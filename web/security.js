@@ -309,10 +309,15 @@ handle(forms.passkeyAdd, async (data) => {
     throw new Error(passkeyFailure(error))
   }
   const name = data.get('name').trim()
+  const first = factors !== null && !factors.totp.enabled && factors.passkeys.length === 0
   const passkey = await api.passkeyAdd(name === '' ? { response, currentPassword } : { response, name, currentPassword })
   forms.passkeyAdd.reset()
   await showSecurity()
-  say(`Passkey "${passkey.name}" added.`)
+  // The first second factor: sessions signed in before it keep going on the password alone.
+  const others = sessions.filter((session) => !session.current).length
+  say(`Passkey "${passkey.name}" added.` + (first && others > 0
+    ? ` ${others === 1 ? 'One other session was signed in with your password alone and stays' : `${others} other sessions were signed in with your password alone and stay`} signed in: "Sign out everywhere else", under Sessions, ends them.`
+    : ''))
 })
 
 /** One passkey: its name, dates, a rename form and a delete button. */

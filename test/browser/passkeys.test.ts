@@ -117,6 +117,11 @@ if (chromiumAvailable(t)) {
       await t.resolves(status(page, `Logged in as ${user.username}`).waitFor())
       await page.getByRole('link', { name: 'Security' }).click()
       await t.resolves(page.getByText('No passkeys yet.').waitFor())
+      // Signed in elsewhere too, with the password alone: the first passkey says it stays so.
+      const elsewhere = await app.inject({ method: 'POST', url: '/api/auth/login', payload: { username: user.username, password: user.password } })
+      t.equal(elsewhere.statusCode, 200)
+      await page.reload()
+      await t.resolves(page.getByText('No passkeys yet.').waitFor())
 
       const add = page.locator('#passkey-add')
       await add.getByLabel('Name of the new passkey (optional)').fill('Laptop')
@@ -124,6 +129,8 @@ if (chromiumAvailable(t)) {
       const created = await answerTo(page, '/api/security/passkeys', () => add.getByRole('button', { name: 'Add a passkey' }).click())
       t.equal(created.status(), 201)
       await t.resolves(status(page, 'Passkey "Laptop" added.').waitFor())
+      t.match(await page.getByRole('status').textContent(), /One other session was signed in with your password alone and stays signed in: "Sign out everywhere else", under Sessions, ends them\./, 'the first second factor offers to end the other session')
+      t.equal((await app.inject({ method: 'POST', url: '/api/auth/logout', headers: { authorization: `Bearer ${elsewhere.json().token}` } })).statusCode, 204, 'that session ends (the flows below count their own)')
       const list = page.locator('#passkeys li')
       await t.resolves(list.filter({ hasText: 'Laptop' }).getByText('never used').waitFor(), 'listed, never used yet')
       t.equal(await list.count(), 1)
