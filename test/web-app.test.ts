@@ -18,7 +18,7 @@ t.test('WEB_APP on (the default): the shell at /, with the strict CSP; other pat
   t.match(page.headers['content-type'], /^text\/html/)
   t.match(page.headers['content-security-policy'], /script-src 'self'/, 'scripts from the service only')
   t.notMatch(page.headers['content-security-policy'], /script-src[^;]*unsafe-inline/, 'no inline scripts allowed')
-  t.match(page.body, /<form id="login" method="post" action="\/api\/auth\/login">\s*(<!--[^>]*-->\s*)?<input type="hidden" name="redirect" value="\/">/, 'a login form that posts without JavaScript and comes back to the app (303)')
+  t.match(page.body, /<form id="login" method="post" action="\/api\/auth\/login">\s*(<!--[^>]*-->\s*)?<input type="hidden" name="redirect" value="\/#signed-in">/, 'a login form that posts without JavaScript and comes back to the app, to the message that it worked (303)')
   const html = await readFile(`${WEB_ROOT}index.html`, 'utf8')
   t.notMatch(html, /<script(?![^>]*\bsrc=)[^>]*>/, 'no inline script')
   t.notMatch(html, /\son[a-z]+=|\sstyle=|<style/i, 'no inline event handler or style')

@@ -100,7 +100,7 @@ if (chromiumAvailable(t)) {
       t.equal(await page.locator('#details-email').inputValue(), user.email)
     })
 
-    await flow(t, await context({ javaScriptEnabled: false }), 'log in with JavaScript off: a wrong password shows a page with the detail and a way back; then the form posts, the cookies are set, the browser lands on the app', async (t, page) => {
+    await flow(t, await context({ javaScriptEnabled: false }), 'log in with JavaScript off: a wrong password shows a page with the detail and a way back; then the form posts, the cookies are set, the browser lands on a page saying so', async (t, page) => {
       const noScript = page.context()
       await page.goto('/')
       t.ok(await page.getByText('logging in works without it').isVisible(), 'the note for browsers without JavaScript')
@@ -124,8 +124,10 @@ if (chromiumAvailable(t)) {
         form.getByRole('button', { name: 'Log in' }).click()
       ])
       t.equal(answer.status(), 303, 'See Other')
-      await page.waitForURL(base + '/')
+      await page.waitForURL(base + '/#signed-in')
       t.equal(await page.title(), 'Products', 'the app, not a JSON body')
+      t.ok(await page.getByRole('heading', { name: 'You are signed in' }).isVisible(), 'a page that says the login worked')
+      t.notOk(await page.locator('#login').isVisible(), 'not the same form again')
       const cookies = await noScript.cookies(base + '/api')
       t.same(cookies.map((c) => [c.name, c.httpOnly]), [['__Secure-access_token', true]], 'the access cookie is set, HttpOnly')
       const me = await page.goto(`${base}/api/user/${userId}`)
