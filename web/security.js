@@ -36,19 +36,28 @@ export function passkeyFailure (error) {
 
 const sessionGone = () => window.dispatchEvent(new CustomEvent('app:session-ended'))
 
-/** Reads the account's second factors and sessions and shows them. */
+/**
+ * Reads the account's second factors, sessions and activity, then shows them all at once: each
+ * shown as it came would push the parts below it down while the page is read (layout shift).
+ */
 export async function showSecurity () {
   $('#security-error').textContent = ''
   $('#sessions-error').textContent = ''
   $('#activity-error').textContent = ''
-  await Promise.all([
-    api.get().then((answer) => { factors = answer; showFactors() }, (failure) => {
-      if (sessionEnded(failure)) sessionGone()
-      else $('#security-error').textContent = failure.message
-    }),
-    loadSessions(),
-    loadActivity()
+  const shows = await Promise.all([
+    api.get().then((answer) => () => { factors = answer; showFactors() }, failed('#security-error')),
+    api.sessions().then(({ items }) => () => { sessions = items; showSessions() }, failed('#sessions-error')),
+    api.activity().then(({ items }) => () => { $('#activity').replaceChildren(...items.map(activityItem)) }, failed('#activity-error'))
   ])
+  for (const show of shows) show()
+}
+
+/** What a failed read shows: the message at its part of the page, or the login when the session ended. */
+function failed (where) {
+  return (failure) => () => {
+    if (sessionEnded(failure)) sessionGone()
+    else $(where).textContent = failure.message
+  }
 }
 
 async function loadActivity () {

@@ -2,7 +2,8 @@
  * The web app audited as its users' tools see it (`npm run test:audit`, in CI after the
  * suite): Lighthouse (the npm package, phone profile with its simulated slow network and CPU)
  * and axe-core, in Debian's Chromium, on the pages a visitor meets: the catalogue (with
- * products that have images) and the login page signed out, the catalogue signed in. Wanted:
+ * products that have images), a product page and the login page signed out, the catalogue
+ * and the security page (factors, sessions, activity) signed in. Wanted:
  * accessibility and best practices 100, performance at least 95, no axe violation. The
  * reports are kept (HTML and JSON, under the OS temp dir, printed) for a person to read.
  */
@@ -27,12 +28,14 @@ t.comment(`Lighthouse reports: ${reports}`)
 const app = await build(t)
 const base = await app.listen({ host: '127.0.0.1', port: 0 })
 const seller = await registerAndLogin(app)
+let productId = 0
 for (let i = 0; i < 6; i++) {
   const id = (await app.inject({ method: 'POST', url: '/api/product', headers: seller.auth, payload: { title: `Desk lamp ${i}`, description: 'Warm light', amount: 2599 + i } })).json().id
   const image = await sharp({ create: { width: 1600, height: 1200, channels: 3, background: { r: 30 * i, g: 120, b: 200 } } }).jpeg().toBuffer()
   const form = new FormData()
   form.append('image', new Blob([image]), 'lamp.jpg')
   await fetch(`${base}/api/product/${id}/image`, { method: 'POST', headers: seller.auth, body: form })
+  productId = id
 }
 
 // One Chromium for Playwright (to sign in) and Lighthouse (over its DevTools port), sharing
@@ -66,8 +69,9 @@ async function audit (t: Test, name: string, url: string, ready: (page: Page) =>
   t.ok(score('performance') >= 95, `${name}: performance ${score('performance')} >= 95 (LCP ${lhr.audits['largest-contentful-paint']?.displayValue}, TBT ${lhr.audits['total-blocking-time']?.displayValue})`)
 }
 
-t.test('signed out: the catalogue and the login page', async (t) => {
+t.test('signed out: the catalogue, a product page and the login page', async (t) => {
   await audit(t, 'catalogue, signed out', '/', async (page) => { await page.locator('#catalogue:not([hidden])').waitFor() })
+  await audit(t, 'product page', `/products/${productId}`, async (page) => { await page.locator('#product:not([hidden]) img').waitFor() })
   await audit(t, 'login', '/login', async (page) => { await page.locator('#login').waitFor() })
 })
 
@@ -75,13 +79,19 @@ t.test('signed out: the catalogue and the login page', async (t) => {
 async function signIn (t: Test): Promise<void> {
   const page = await browser.newPage()
   await page.goto('/')
-  const login = await page.evaluate(async (body) => (await fetch('/api/auth/login', { method: 'POST', headers: { 'content-type': 'application/json' }, body })).status,
-    JSON.stringify({ username: seller.username, password: seller.password, mode: 'cookie' }))
+  // As the app's own login does: the cookies, and the signed-in user's id the app reads at start.
+  const login = await page.evaluate(async ([body, id]) => {
+    const status = (await fetch('/api/auth/login', { method: 'POST', headers: { 'content-type': 'application/json' }, body })).status
+    localStorage.setItem('userId', id)
+    return status
+  }, [JSON.stringify({ username: seller.username, password: seller.password, mode: 'cookie' }), String(seller.id)])
   t.equal(login, 200, 'signed in by cookie')
   await page.close()
 }
 
-t.test('signed in: the catalogue', async (t) => {
+t.test('signed in: the catalogue and the security page', async (t) => {
   await signIn(t)
   await audit(t, 'catalogue', '/', async (page) => { await page.locator('#catalogue:not([hidden])').waitFor() })
+  await signIn(t)
+  await audit(t, 'security', '/security', async (page) => { await page.locator('#sessions li').first().waitFor() })
 })
