@@ -81,8 +81,9 @@ async function signIn (t: Test): Promise<void> {
   await page.goto('/')
   // As the app's own login does: the cookies, and the signed-in user's id the app reads at start.
   const login = await page.evaluate(async ([body, id]) => {
-    const status = (await fetch('/api/auth/login', { method: 'POST', headers: { 'content-type': 'application/json' }, body })).status
-    localStorage.setItem('userId', id)
+    const { status } = await fetch('/api/auth/login', { method: 'POST', headers: { 'content-type': 'application/json' }, body })
+    const storage = (globalThis as unknown as { localStorage: { setItem: (key: string, value: string) => void } }).localStorage
+    storage.setItem('userId', id!)
     return status
   }, [JSON.stringify({ username: seller.username, password: seller.password, mode: 'cookie' }), String(seller.id)])
   t.equal(login, 200, 'signed in by cookie')
