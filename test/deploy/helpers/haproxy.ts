@@ -23,6 +23,8 @@ export interface Haproxy {
   totals: (backend?: string) => Promise<Map<string, number>>
   /** Requests waiting in the backend's queue for a free server slot now (its `qcur`). */
   queued: () => Promise<number>
+  /** The most requests that ever waited at once in a backend's queue for a free server slot (its `qmax`; `api` unless named). */
+  queuedMost: (backend?: string) => Promise<number>
   /** Requests in progress on a backend's servers now (their `scur`, summed): the replica slots held (`api`, or the large answers' lane `api_bulk`). */
   current: (backend?: string) => Promise<number>
 }
@@ -117,6 +119,7 @@ export async function startHaproxy (t: Teardown, proxyPort: number, serverPorts:
     states: async (name = 'api') => new Map((await backend(name)).map((row) => [row.svname!, row.status!])),
     totals: async (name = 'api') => new Map((await backend(name)).map((row) => [row.svname!, Number(row.stot)])),
     queued: async () => Number((await stat(socket)).find((row) => row.pxname === 'api' && row.svname === 'BACKEND')?.qcur ?? Number.NaN),
+    queuedMost: async (name = 'api') => Number((await stat(socket)).find((row) => row.pxname === name && row.svname === 'BACKEND')?.qmax ?? Number.NaN),
     current: async (name = 'api') => (await backend(name)).reduce((sum, row) => sum + Number(row.scur), 0)
   }
 }
