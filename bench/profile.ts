@@ -7,6 +7,9 @@
  *   npx tsx bench/profile.ts                 20 s of load, summary printed
  *   PROFILE_SECONDS=10 npx tsx bench/profile.ts
  *   PROFILE_TREE=HEAD~1 npx tsx bench/profile.ts   profile that revision (or project copy) instead
+ *   PROFILE_ENTRY=dist/server.js npx tsx bench/profile.ts   the compiled service, as the image runs it (`npm run build` first)
+ *   PROFILE_ENTRY=bench/servers/fastify-jwt-floor.ts FLOOR_ADD=session npx tsx bench/profile.ts
+ *                                               a floor (bench/servers/), its users made by the service first
  *   PROFILE_WRITE=1 npx tsx bench/profile.ts    also write the summary to bench/README.md
  *                                               (section "profile", or "profile-<PROFILE_TREE>")
  */
@@ -18,7 +21,7 @@ import { load } from './lib/load.js'
 import { describeMachine, formatLoad, machine } from './lib/machine.js'
 import { ROOT, startServer } from './lib/processes.js'
 import { formatMs, formatRps, writeSection } from './lib/report.js'
-import { getUserRequests, serviceEnv, userPool } from './lib/service.js'
+import { getUserRequests, serviceEnv, userPool, type BenchUser } from './lib/service.js'
 import { prepareTree, workingTree } from './lib/trees.js'
 import { formatSummary, readProfile, summarise } from './summarise-profile.js'
 
@@ -28,6 +31,7 @@ const READERS = 50
 const nowUs = (): number => Number(process.hrtime.bigint() / 1000n)
 
 const TREE = process.env.PROFILE_TREE
+const ENTRY = process.env.PROFILE_ENTRY ?? 'src/server.ts'
 const tree = TREE ? prepareTree(TREE) : workingTree()
 const startedAt = new Date()
 const database = await benchDatabase()
@@ -35,16 +39,23 @@ const profileDir = mkdtempSync(path.join(os.tmpdir(), 'ups-profile-'))
 const loadAverage = formatLoad(machine().load)
 let window: { fromUs: number, toUs: number }
 let figures: Awaited<ReturnType<typeof load>>
+/** A floor has no registration: the service makes the users, then the floor reads them. */
+const FLOOR = ENTRY.startsWith('bench/servers/')
+let users: BenchUser[] | undefined
+if (FLOOR) {
+  const service = await startServer({ entry: 'src/server.ts', env: serviceEnv(database.url), readyPath: '/health/live' })
+  try { users = await userPool(service.url, 20) } finally { await service.stop() }
+}
 try {
   const server = await startServer({
-    entry: 'src/server.ts',
+    entry: ENTRY,
     cwd: tree.dir,
     nodeArgs: ['--cpu-prof', '--cpu-prof-dir', profileDir],
     env: serviceEnv(database.url),
     readyPath: '/health/live'
   })
   try {
-    const users = await userPool(server.url, 20)
+    users ??= await userPool(server.url, 20)
     await load({ url: server.url, connections: READERS, seconds: 3, requests: getUserRequests(users) }) // warm-up
     const fromUs = nowUs()
     figures = await load({ url: server.url, connections: READERS, seconds: SECONDS, requests: getUserRequests(users) })
@@ -67,7 +78,7 @@ rmSync(profileDir, { recursive: true, force: true })
 const summary = formatSummary(summarise(readProfile(kept), 25, window))
 const text = [
   `Profiled ${startedAt.toISOString().slice(0, 16).replace('T', ' ')} UTC on ${describeMachine(machine())}; load average at the start ${loadAverage}.`,
-  `Command: \`${process.env.PROFILE_SECONDS ? `PROFILE_SECONDS=${SECONDS} ` : ''}${TREE ? `PROFILE_TREE=${TREE} ` : ''}npx tsx bench/profile.ts\`: the service${TREE ? ` at ${tree.name}` : ''} under \`node --cpu-prof\`, GET /api/user/:id with ${READERS} connections for ${SECONDS} s ` +
+  `Command: \`${process.env.PROFILE_SECONDS ? `PROFILE_SECONDS=${SECONDS} ` : ''}${TREE ? `PROFILE_TREE=${TREE} ` : ''}${process.env.PROFILE_ENTRY ? `PROFILE_ENTRY=${ENTRY} ` : ''}npx tsx bench/profile.ts\`: the service${TREE ? ` at ${tree.name}` : ''} under \`node --cpu-prof\`, GET /api/user/:id with ${READERS} connections for ${SECONDS} s ` +
     `(${formatRps(figures.rps)} req/s under the profiler, p50 ${formatMs(figures.p50)} ms, p99 ${formatMs(figures.p99)} ms); samples outside the load period are left out.`,
   '',
   '```',
