@@ -122,7 +122,6 @@ interface Admitted {
   /** Links of the watched list (`createAdmission`); both cleared when the request leaves it. */
   newer?: Admitted
   older?: Admitted
-  watched: boolean
 }
 
 const ADMITTED = Symbol('admitted')
@@ -192,11 +191,10 @@ export function createAdmission (options: AdmissionOptions): Admission {
     admitted.older = newest
     if (newest !== undefined) newest.newer = admitted
     newest = admitted
-    admitted.watched = true
   }
   function unwatch (admitted: Admitted): void {
-    if (!admitted.watched) return
-    admitted.watched = false
+    // In the list: the newest, or some newer request links to it. Twice (a cut, then the close) is a no-op.
+    if (newest !== admitted && admitted.newer === undefined) return
     if (admitted.newer === undefined) newest = admitted.older
     else admitted.newer.older = admitted.older
     if (admitted.older !== undefined) admitted.older.newer = admitted.newer
@@ -345,7 +343,7 @@ export function createAdmission (options: AdmissionOptions): Admission {
     }
     inFlight += 1
     byClient.set(client, mine + 1)
-    const admitted: Admitted = { request, response, socket: request.socket, client, windowStart: Date.now(), windowBytes: request.socket.bytesRead, phase: 'body', watched: false }
+    const admitted: Admitted = { request, response, socket: request.socket, client, windowStart: Date.now(), windowBytes: request.socket.bytesRead, phase: 'body' }
     ;(response as Tracked)[ADMITTED] = admitted
     if (windowMs > 0 && minRate > 0) watch(admitted)
     response.on('close', release)
