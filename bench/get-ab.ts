@@ -26,7 +26,8 @@
  *   AB_TREES=a,b AB_PASSES=5 AB_SECONDS=5 npx tsx bench/get-ab.ts
  *   AB_ENV_<tree>=NAME=value;NAME=value               extra environment for one tree (by the
  *                                                     AB_TREES entry: AB_ENV_99a32e6=...)
- *   AB_TREES=compiled#quiet AB_ENV_compiled#quiet=LOG_LEVEL=warn   a variant again, with its own environment
+ *   AB_TREES=compiled#quiet AB_ENV_compiled_quiet=LOG_LEVEL=warn   a variant again, with its own environment
+ *                                                     (AB_ENV_<name> with `_` for every other character: see envName)
  *   AB_BASE=compiled                                  the version the others are compared with
  *                                                     (default: the working tree under tsx)
  *   AB_WRITE=<section>                                also write the table into bench/README.md
@@ -74,8 +75,19 @@ async function backendPids (databaseUrl: string): Promise<number[]> {
   } finally { await client.end() }
 }
 
+/**
+ * The variable a version's extra environment is read from: `AB_ENV_<name>`, or the same with
+ * every character other than a letter, digit or `_` written `_` (`AB_ENV_jwt_floor_guarantees`
+ * for `jwt-floor#guarantees`). Only the second reaches this process through `npx`: the shell
+ * npm runs the command in drops variables whose names are not shell identifiers.
+ */
+function envName (spec: string): string[] {
+  return [`AB_ENV_${spec}`, `AB_ENV_${spec.replace(/[^A-Za-z0-9_]/g, '_')}`]
+}
+
 function treeEnv (spec: string | undefined): Record<string, string> {
-  const raw = spec === undefined ? process.env.AB_ENV : process.env[`AB_ENV_${spec}`]
+  const raw = spec === undefined ? process.env.AB_ENV : envName(spec).map((name) => process.env[name]).find((value) => value !== undefined)
+  if (raw === undefined && spec?.includes('#') === true) throw new Error(`${spec}: no ${envName(spec)[1]!} (a variant without its own environment measures the same thing twice)`)
   if (!raw) return {}
   return Object.fromEntries(raw.split(';').filter((s) => s.includes('=')).map((s) => [s.slice(0, s.indexOf('=')), s.slice(s.indexOf('=') + 1)]))
 }

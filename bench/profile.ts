@@ -86,7 +86,7 @@ const text = [
   '```'
 ].join('\n')
 console.log(text)
-console.log(`\nprofile kept in ${path.relative(ROOT, kept)} (open it in Chrome DevTools or speedscope)`)
+console.log(`\nprofile kept in ${path.relative(ROOT, kept)} (open it in Chrome DevTools or speedscope); the load period: ${window.fromUs}-${window.toUs} us, ${figures.total} requests`)
 if (process.env.PROFILE_WRITE === '1') {
   writeSection(path.join(ROOT, 'bench', 'README.md'), TREE ? `profile-${tree.name}` : 'profile', text)
   console.log('profile: summary written to bench/README.md')

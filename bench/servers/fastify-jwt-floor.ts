@@ -7,7 +7,7 @@
  *
  * FLOOR_ADD (comma-separated) adds, one by one, what the service must do on every request, each
  * written the plainest way, so that each guarantee's own price can be read off in one run
- * (`AB_TREES='jwt-floor,jwt-floor#session' AB_ENV_jwt-floor#session=FLOOR_ADD=session`):
+ * (`AB_TREES='jwt-floor,jwt-floor#session' AB_ENV_jwt_floor_session=FLOOR_ADD=session`):
  * - `session`: the read is the service's: the user joined to the token's live session (`sid`)
  *   and the token version compared (what makes a logout or a password change end a token);
  * - `headers`: helmet's headers (built once, as src/plugins/security-headers.ts does), a
