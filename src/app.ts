@@ -95,18 +95,8 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
   app.removeContentTypeParser('text/plain')
   app.setValidatorCompiler(createValidatorCompiler())
 
-  app.addHook('onRequest', (request, reply, done) => {
-    reply.header('x-request-id', request.id)
-    done()
-  })
-  // The API's answers carry personal data (user records, sessions, tokens, factors) or say
-  // something of an account: no cache, shared or the browser's, keeps one, unless its route
-  // says otherwise. The catalogue's are public and set their own (images: public, no-cache).
-  app.addHook('onSend', (request, reply, payload, done) => {
-    if (!reply.hasHeader('cache-control') && request.url.startsWith('/api/') && !request.url.startsWith('/api/product')) reply.header('cache-control', 'no-store')
-    done(null, payload)
-  })
-
+  // First: every answer, a refusal of any later hook included, carries these.
+  await app.register(securityHeaders, config.server)
   await app.register(errorHandler)
   // CORS before the hooks that can refuse a request (draining, content codings,
   // authentication), so that a listed front-end can read their answers too; its preflights
@@ -117,7 +107,6 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
   // Cookies of browser sessions (src/modules/identity/cookies.ts); the context plugin, in the
   // products scope below, uses this registration too.
   await app.register(fastifyCookie)
-  await app.register(securityHeaders, config.server)
   // Shared state of the replicas (REDIS_URL); app.redis is null without it.
   await app.register(redis, { ...config.redis, ...tuning.redis })
   // Each limit's counts: in Redis when configured (every replica sees the same), else here.

@@ -85,6 +85,8 @@ export interface Admission {
   readonly refused: Readonly<Record<ShedReason, number>>
   /** Clients refused or cut so far, by reason. */
   readonly limited: Readonly<Record<LimitReason, number>>
+  /** Admitted requests not yet finished (answered or aborted): what `maxInFlight` caps. */
+  readonly inFlight: number
   /** A path (without the query) never refused and not counted. */
   exempt: (path: string) => void
   /** Adds a condition checked for every request after the in-flight cap. */
@@ -126,6 +128,10 @@ interface Admitted {
 
 const ADMITTED = Symbol('admitted')
 type Tracked = ServerResponse & { [ADMITTED]?: Admitted }
+
+/** A connection's last client key, and the X-Forwarded-For it was read with. */
+const CLIENT = Symbol('client')
+type Keyed = Socket & { [CLIENT]?: { forwardedFor: string | string[] | undefined, key: string } }
 
 /**
  * The error a body reader gets when the body is too slow: Fastify's parsers (and multipart's)
@@ -319,6 +325,20 @@ export function createAdmission (options: AdmissionOptions): Admission {
     }
   }
 
+  /**
+   * The request's client key, read once per connection while its X-Forwarded-For stays the
+   * same (a kept-alive client's requests; behind a proxy, one client's run of requests).
+   */
+  function clientOf (request: IncomingMessage): string {
+    const socket = request.socket as Keyed
+    const forwardedFor = request.headers['x-forwarded-for']
+    const known = socket[CLIENT]
+    if (known !== undefined && known.forwardedFor === forwardedFor) return known.key
+    const key = clientKey(clientAddress(socket.remoteAddress, forwardedFor))
+    socket[CLIENT] = { forwardedFor, key }
+    return key
+  }
+
   function admit (handler: RequestListener, request: IncomingMessage, response: ServerResponse): void {
     const url = request.url ?? '/'
     const query = url.indexOf('?')
@@ -327,7 +347,7 @@ export function createAdmission (options: AdmissionOptions): Admission {
       handler(request, response)
       return
     }
-    const client = clientKey(clientAddress(request.socket.remoteAddress, request.headers['x-forwarded-for']))
+    const client = clientOf(request)
     const mine = byClient.get(client) ?? 0
     if (perClient > 0 && mine >= perClient) {
       limited.client_share += 1
@@ -371,6 +391,7 @@ export function createAdmission (options: AdmissionOptions): Admission {
     retryAfter,
     refused,
     limited,
+    get inFlight () { return inFlight },
     exempt (path) { exempt.add(path) },
     watch (check) { checks.push(check) },
     count (reason) { refused[reason] += 1 },

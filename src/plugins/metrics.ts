@@ -5,7 +5,9 @@
  * - `http_request_duration_seconds{method,route,status_code}`: the route is the pattern
  *   (`/api/product/:id`), never the URL; requests no route matched share `route="unmatched"`,
  *   so ids and 404 garbage cannot grow the label set;
- * - `http_requests_in_flight`; `http_rate_limited_total{method,route}` (every 429);
+ * - `http_requests_in_flight`: admission's own count (src/plugins/admission.ts), the figure
+ *   LOAD_SHED_MAX_IN_FLIGHT caps; the routes never shed (`/health/live`, `/metrics`) are not
+ *   in it; `http_rate_limited_total{method,route}` (every 429);
  *   `http_load_shed_total{reason}` (503s of the load shedding, src/plugins/admission.ts:
  *   `in_flight`, `db_queue`, `event_loop`; refused before routing, so no route label);
  *   `http_client_limited_total{reason}` (clients refused or cut by admission: `client_share`,
@@ -61,7 +63,6 @@ async function metricsPlugin (app: FastifyInstance, options: MetricsOptions): Pr
     buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
     registers: [registry]
   })
-  const inFlight = new Gauge({ name: 'http_requests_in_flight', help: 'Requests received and not yet answered or aborted', registers: [registry] })
   const rateLimited = new Counter({
     name: 'http_rate_limited_total',
     help: 'Requests refused with 429 (per-client and per-account limits), by route pattern',
@@ -69,6 +70,14 @@ async function metricsPlugin (app: FastifyInstance, options: MetricsOptions): Pr
     registers: [registry]
   })
   const { admission } = options
+  // Read from admission when scraped: no listener or count of its own on each request.
+  // eslint-disable-next-line no-new
+  new Gauge({
+    name: 'http_requests_in_flight',
+    help: 'Requests admitted and not yet answered or aborted (what LOAD_SHED_MAX_IN_FLIGHT caps; /health/live and /metrics are not counted)',
+    registers: [registry],
+    collect () { this.set(admission.inFlight) }
+  })
   // eslint-disable-next-line no-new
   new Counter({
     name: 'http_load_shed_total',
@@ -181,12 +190,6 @@ async function metricsPlugin (app: FastifyInstance, options: MetricsOptions): Pr
 
   app.decorate('metrics', { registry })
 
-  app.addHook('onRequest', (_request, reply, done) => {
-    inFlight.inc()
-    // 'close' comes once per response, also when the client went away before the end.
-    reply.raw.once('close', () => { inFlight.dec() })
-    done()
-  })
   app.addHook('onResponse', (request, reply, done) => {
     const route = routeLabel(request)
     duration.observe({ method: request.method, route, status_code: reply.statusCode }, reply.elapsedTime / 1000)

@@ -1,15 +1,27 @@
 /**
- * Security headers (helmet) on every answer, errors and 404s included.
+ * The headers every answer carries, errors and 404s included, set in the app's first hook
+ * (src/app.ts registers this plugin before any hook that can refuse a request):
+ * - helmet's security headers;
+ * - `X-Request-Id`, the request's id (src/lib/request-id.ts);
+ * - `Cache-Control: no-store` on the API (`/api/`, the catalogue's `/api/product` aside): its
+ *   answers carry personal data (user records, sessions, tokens, factors) or say something of
+ *   an account, so no cache, shared or the browser's, keeps one unless its route says
+ *   otherwise (a route's own `Cache-Control` replaces it; the catalogue's are public and set
+ *   their own).
  *
- * helmet's middleware is built once, here, and run on each request's raw response: the same
- * headers as @fastify/helmet, which this replaces because it rebuilds the middleware (and
- * re-parses the Content-Security-Policy) on every request, in two async hooks: about 5% of the
- * CPU of GET /api/user/:id (bench/README.md, "GET /api/user/:id before and after"). What it
- * offered beyond that (per-route options, CSP nonces) the service does not use.
+ * helmet's headers do not change from one request to the next: its middleware runs once, at
+ * start, against a recorder, and each request gets the recorded set through Fastify's own
+ * headers. So Node writes every header of an answer in one pass, where setting them on the
+ * raw response sent each through Node's header checks twice (bench/README.md, "Node and the
+ * start command"). @fastify/helmet, which this replaces, rebuilt the middleware and re-parsed
+ * the Content-Security-Policy on every request, in two async hooks; what it offered beyond
+ * that (per-route options, CSP nonces) the service does not use.
  */
+import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
 import helmet from 'helmet'
+import { REQUEST_ID_HEADER } from '../lib/request-id.js'
 
 /** Swagger UI applies inline styles (Chromium reports them under `style-src 'self'`). */
 const DOCS_STYLE = ["'self'", "'unsafe-inline'"]
@@ -51,11 +63,28 @@ async function securityHeaders (app: FastifyInstance, options: SecurityHeadersOp
     contentSecurityPolicy: { directives: { 'img-src': ["'self'", 'data:', 'validator.swagger.io'], 'style-src': DOCS_STYLE, ...upgrade } },
     ...common
   })
+  const other = recorded(middleware)
+  const api = { ...other, 'cache-control': 'no-store' }
+  const docsHeaders = recorded(docs)
+  const fixedFor = (url: string): Record<string, string> => {
+    if (url.startsWith('/api/')) return url.startsWith('/api/product') ? other : api
+    return url === DOCS_PREFIX || url.startsWith(DOCS_PREFIX + '/') || url.startsWith(DOCS_PREFIX + '?') ? docsHeaders : other
+  }
   app.addHook('onRequest', (request, reply, done) => {
-    const url = request.url
-    const headers = url === DOCS_PREFIX || url.startsWith(DOCS_PREFIX + '/') || url.startsWith(DOCS_PREFIX + '?') ? docs : middleware
-    headers(request.raw, reply.raw, (error?: unknown) => { done(error as Error | undefined) })
+    reply.headers(fixedFor(request.url)).header(REQUEST_ID_HEADER, request.id)
+    done()
   })
+}
+
+/** The headers a helmet middleware sets (it sets the same ones on every request). */
+function recorded (middleware: ReturnType<typeof helmet>): Record<string, string> {
+  const headers: Record<string, string> = {}
+  const recorder = {
+    setHeader (name: string, value: string) { headers[name.toLowerCase()] = value },
+    removeHeader (name: string) { Reflect.deleteProperty(headers, name.toLowerCase()) }
+  }
+  middleware({} as IncomingMessage, recorder as unknown as ServerResponse, (error?: unknown) => { if (error !== undefined) throw new Error('helmet refused its options', { cause: error }) })
+  return headers
 }
 
 export default fp(securityHeaders, { name: 'security-headers', fastify: '5.x' })
