@@ -6,6 +6,7 @@ import type { ServerOptions } from 'node:http'
 import { createRequire } from 'node:module'
 import { LogController, type FastifyBaseLogger, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify'
 import type { ServerSettings } from './config.js'
+import pino from 'pino'
 import { clientErrorHandler } from './lib/client-error.js'
 import { requestIds } from './lib/request-id.js'
 import { parseTrustProxy } from './lib/trust-proxy.js'
@@ -100,17 +101,31 @@ export function timeoutOptions (timeouts: HttpTimeouts): Pick<FastifyServerOptio
 }
 
 /**
- * Human-readable logs in development, through pino-pretty (a development dependency, in a
- * worker thread) when it is installed; JSON everywhere else, and in development without it
- * (`node dist/server.js` with production dependencies only).
+ * JSON lines on stdout are written in batches: LOG_BATCH_BYTES at a time, or whatever is
+ * waiting every LOG_FLUSH_MS. One write per line was the largest single cost of a cheap read
+ * (GET /api/user/:id: 23% more requests a second with batches; bench/README.md, "Node and
+ * the start command"). Every exit writes what is waiting (pino flushes on `exit`: a graceful
+ * stop, process.exit, an uncaught exception); only a process killed outright (SIGKILL, the
+ * kernel's OOM killer) loses its last LOG_FLUSH_MS of lines. One destination per process:
+ * stdout is one.
  */
-function prettyTransport (env: ServerSettings['env']): { transport?: { target: string, options: Record<string, unknown> } } {
-  if (env !== 'development') return {}
-  try {
-    return { transport: { target: createRequire(import.meta.url).resolve('pino-pretty'), options: { translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' } } }
-  } catch {
-    return {}
+export const LOG_BATCH_BYTES = 4096
+export const LOG_FLUSH_MS = 100
+let stdoutLines: pino.DestinationStream | undefined
+
+/**
+ * Human-readable logs in development, through pino-pretty (a development dependency, in a
+ * worker thread) when it is installed; batched JSON lines everywhere else, and in development
+ * without it (`node dist/server.js` with production dependencies only).
+ */
+function logDestination (env: ServerSettings['env']): { transport: { target: string, options: Record<string, unknown> } } | { stream: pino.DestinationStream } {
+  if (env === 'development') {
+    try {
+      return { transport: { target: createRequire(import.meta.url).resolve('pino-pretty'), options: { translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' } } }
+    } catch {}
   }
+  stdoutLines ??= pino.destination({ dest: 1, sync: false, minLength: LOG_BATCH_BYTES, periodicFlush: LOG_FLUSH_MS })
+  return { stream: stdoutLines }
 }
 
 /**
@@ -125,7 +140,7 @@ export function serverOptions (server: Pick<ServerSettings, 'logLevel' | 'bodyLi
       level: server.logLevel,
       redact: { paths: REDACTED_PATHS, censor: '[redacted]' },
       ...(logMixin ? { mixin: logMixin } : {}),
-      ...(logStream ? { stream: logStream } : prettyTransport(server.env))
+      ...(logStream ? { stream: logStream } : logDestination(server.env))
     },
     logController: new OneLinePerRequest(),
     bodyLimit: server.bodyLimit,

@@ -151,7 +151,10 @@ t.test('stalled readers of a multi-MiB image are cut within the window and free 
   await until('the stalled readers cut', async () => (cut = await metric(app, /^http_client_limited_total\{reason="read_too_slow"\} (\d+)$/m)) === 40)
     .catch((error: Error) => { throw new Error(`${error.message} (${cut} cut)`) })
   const ms = Date.now() - started
-  t.ok(ms < WINDOW * 3 + 10_000, `40 stalled readers cut after ${ms} ms (window ${WINDOW} ms)`)
+  // From the start of the 41 downloads: each is cut a window after its socket's buffers fill,
+  // and filling 40 of them from the database takes 4-5 s on an idle 2-core machine, 16 s
+  // beside the rest of the suite.
+  t.ok(ms < WINDOW * 3 + 25_000, `40 stalled readers cut after ${ms} ms (window ${WINDOW} ms)`)
   await until('their places freed', async () => await metric(app, /^http_requests_in_flight (\d+)$/m) <= 1)
 
   for (const c of stalled) c.socket.resume()

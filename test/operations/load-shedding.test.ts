@@ -122,5 +122,9 @@ t.test('the default threshold is on', async (t) => {
   t.equal(loadConfig(env, false).limits.maxEventLoopDelayMs, 200, 'default 200 ms')
   const app = await build(t, { env: { MAX_EVENT_LOOP_DELAY_MS: '200' } })
   t.equal(typeof app.isUnderPressure, 'function')
-  t.equal(app.isUnderPressure(), false)
+  // Sampled once a second: a busy machine (the suite's other files) can lag a sample past
+  // 200 ms, so the check is that it comes back, not that the first sample was quiet.
+  const deadline = Date.now() + 10_000
+  while (app.isUnderPressure() && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 100))
+  t.equal(app.isUnderPressure(), false, 'not under pressure once the loop is quiet')
 })
