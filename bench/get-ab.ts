@@ -20,6 +20,9 @@
  * - CPU per request: the service process's user+system time (/proc/<pid>/stat) and that of
  *   the PostgreSQL backends serving its pool, divided by the requests answered. CPU time is
  *   what a request costs whatever else runs, so it is far steadier than req/s on a busy box.
+ *   The service's is also split by thread: its JavaScript thread, V8's workers (parallel and
+ *   concurrent garbage collection, background compilation) and the rest (libuv's pool: the
+ *   log's writes).
  *
  *   AB_TREES=99a32e6 npx tsx bench/get-ab.ts          3 passes of 8 s
  *   AB_TREES=floor,fastify,cookie npx tsx bench/get-ab.ts   the service against both floors and its cookie path
@@ -33,7 +36,7 @@
  *   AB_WRITE=<section>                                also write the table into bench/README.md
  *                                                     between <!-- bench:<section>:start/end -->
  */
-import { readFileSync } from 'node:fs'
+import { readdirSync, readFileSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import pg from 'pg'
@@ -53,7 +56,10 @@ const READERS = 50
 const BASE = process.env.AB_BASE === undefined || process.env.AB_BASE === '' ? undefined : process.env.AB_BASE
 const TICK_US = 1e6 / 100 // USER_HZ: /proc times are in 1/100 s on Linux
 
-interface Run { rps: number, p99: number, non2xx: number, errors: number, serviceUs: number, databaseUs: number }
+interface Run { rps: number, p99: number, non2xx: number, errors: number, serviceUs: number, databaseUs: number, threadsUs: Threads }
+
+/** A process's CPU time (us) by thread: its JavaScript thread, V8's workers (garbage collection, compilation) and the rest (libuv's pool, others). */
+interface Threads { main: number, v8: number, other: number }
 
 /** user + system CPU time of a process, in microseconds. */
 function cpuUs (pid: number): number {
@@ -62,6 +68,19 @@ function cpuUs (pid: number): number {
     const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(')').pop()!.trim().split(' ')
     return (Number(fields[11]) + Number(fields[12])) * TICK_US
   } catch { return 0 } // gone: a backend that closed (rare under load)
+}
+
+/** `cpuUs` by thread (/proc/<pid>/task/<tid>/stat; a thread's name is its `comm`). */
+function threadsUs (pid: number): Threads {
+  const threads: Threads = { main: 0, v8: 0, other: 0 }
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8')
+    const name = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'))
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+    const us = (Number(fields[11]) + Number(fields[12])) * TICK_US
+    threads[tid === String(pid) ? 'main' : name.startsWith('V8') ? 'v8' : 'other'] += us
+  }
+  return threads
 }
 
 /** The PostgreSQL backends of the service's pool (every client backend but our own). */
@@ -123,16 +142,21 @@ async function measure (tree: Variant, env: Record<string, string>, databaseUrl:
     const requests = tree.requests(users)
     await load({ url: service.url, connections: READERS, seconds: 2, requests })
     const backends = await backendPids(databaseUrl)
-    const before = { service: cpuUs(service.pid), database: backends.reduce((t, pid) => t + cpuUs(pid), 0) }
+    const before = { service: cpuUs(service.pid), threads: threadsUs(service.pid), database: backends.reduce((t, pid) => t + cpuUs(pid), 0) }
     const figures = await load({ url: service.url, connections: READERS, seconds: SECONDS, requests })
-    const after = { service: cpuUs(service.pid), database: backends.reduce((t, pid) => t + cpuUs(pid), 0) }
+    const after = { service: cpuUs(service.pid), threads: threadsUs(service.pid), database: backends.reduce((t, pid) => t + cpuUs(pid), 0) }
     return {
       rps: figures.rps,
       p99: figures.p99,
       non2xx: figures.non2xx,
       errors: figures.errors,
       serviceUs: (after.service - before.service) / figures.total,
-      databaseUs: (after.database - before.database) / figures.total
+      databaseUs: (after.database - before.database) / figures.total,
+      threadsUs: {
+        main: (after.threads.main - before.threads.main) / figures.total,
+        v8: (after.threads.v8 - before.threads.v8) / figures.total,
+        other: (after.threads.other - before.threads.other) / figures.total
+      }
     }
   } finally {
     await service.stop()
@@ -158,7 +182,7 @@ async function main (): Promise<void> {
         const i = (k + pass) % trees.length
         const run = await measure(trees[i]!, envs[i]!, database.url, users)
         runs[i]!.push(run)
-        console.log(`  pass ${pass + 1} ${names[i]!.padEnd(14)} ${formatRps(run.rps).padStart(7)} req/s  p99 ${formatMs(run.p99)} ms  CPU/request: service ${run.serviceUs.toFixed(0)} us, PostgreSQL ${run.databaseUs.toFixed(0)} us  non-2xx ${run.non2xx} errors ${run.errors}`)
+        console.log(`  pass ${pass + 1} ${names[i]!.padEnd(14)} ${formatRps(run.rps).padStart(7)} req/s  p99 ${formatMs(run.p99)} ms  CPU/request: service ${run.serviceUs.toFixed(0)} us (threads ${run.threadsUs.main.toFixed(0)}/${run.threadsUs.v8.toFixed(0)}/${run.threadsUs.other.toFixed(0)}), PostgreSQL ${run.databaseUs.toFixed(0)} us  non-2xx ${run.non2xx} errors ${run.errors}`)
       }
     }
   } finally {
@@ -175,6 +199,7 @@ async function main (): Promise<void> {
       r.map((x) => formatRps(x.rps)).join(' / '),
       i === 0 ? '–' : percent(median(r.map((x, p) => base[p]!.rps / x.rps))),
       median(r.map((x) => x.serviceUs)).toFixed(0),
+      (['main', 'v8', 'other'] as const).map((k) => median(r.map((x) => x.threadsUs[k])).toFixed(0)).join(' / '),
       median(r.map((x) => x.databaseUs)).toFixed(0),
       i === 0 ? '–' : percent(median(r.map((x, p) => (x.serviceUs + x.databaseUs) / (base[p]!.serviceUs + base[p]!.databaseUs)))),
       formatMs(median(r.map((x) => x.p99))),
@@ -186,7 +211,7 @@ async function main (): Promise<void> {
     `Measured ${startedAt.toISOString().slice(0, 16).replace('T', ' ')} UTC on ${describeMachine(m)}; load average at the start of each pass: ${loads.map(formatLoad).join('; ')}.`,
     `Command: \`${['AB_BASE', 'AB_TREES', 'AB_PASSES', 'AB_SECONDS', ...Object.keys(process.env).filter((k) => k.startsWith('AB_ENV'))].filter((k) => process.env[k] !== undefined).map((k) => `${k}=${process.env[k]}`).join(' ')} npx tsx bench/get-ab.ts\` (${PASSES} passes of ${SECONDS} s, GET /api/user/:id with ${READERS} connections, the versions interleaved in each pass).`,
     '',
-    markdownTable(['version', 'req/s (median)', 'per pass', `${names[0]} / this, req/s (same pass)`, 'service CPU us/request', 'PostgreSQL CPU us/request', `this / ${names[0]}, CPU per request (same pass)`, 'p99 ms', 'non-2xx + errors'], rows),
+    markdownTable(['version', 'req/s (median)', 'per pass', `${names[0]} / this, req/s (same pass)`, 'service CPU us/request', 'of which JavaScript thread / V8 workers / other threads', 'PostgreSQL CPU us/request', `this / ${names[0]}, CPU per request (same pass)`, 'p99 ms', 'non-2xx + errors'], rows),
     '',
     `Ratios above 100% favour ${names[0]}: it answers more requests per second than this version, or this version spends more CPU (service and PostgreSQL) per request.`
   ].join('\n')
