@@ -14,8 +14,9 @@
  * `.test-build/` (scripts/test-build.ts), and tap starts each file without loader hooks
  * (scripts/test-node.sh): no test process pays for a TypeScript or tap loader.
  * Arguments are passed to tap (e.g. `npm test -- test/users.test.ts`). With none, the whole
- * suite runs, then the deployment tests (test/deploy: the rolling restart behind a host
- * HAProxy, and compose.test.ts: Docker Compose for real, skipped with COMPOSE_TEST=0).
+ * suite runs, then the tests in Chromium (two at a time), then the deployment tests
+ * (test/deploy: the rolling restart behind a host HAProxy, and compose.test.ts: Docker
+ * Compose for real, skipped with COMPOSE_TEST=0).
  * The whole suite also records every problem answer (TEST_PROBLEM_LOG, test/helpers/build.ts)
  * and fails unless each operation's answers are exactly the codes the OpenAPI document lists
  * for it, both ways (scripts/problem-codes.ts).
@@ -114,6 +115,14 @@ try {
     child.on('close', (status) => resolve(status ?? 1))
   })
   code = await tap(args)
+  // The tests in Chromium (test/browser/, test/browser-*.test.ts, excluded from tap's default
+  // set) run next, two at a time: beside four test files and the compose images' build, a
+  // page as heavy as Swagger UI took over their 20 s bound to render (2026-11-29). Before the
+  // problem codes are compared: their answers count too.
+  if (args.length === 0) {
+    const browser = await tap(['--jobs=2', 'test/browser/*.test.ts', 'test/browser-*.test.ts'])
+    code = code || browser
+  }
   if (problemLog !== undefined) {
     const { unlisted, unproduced, answers } = await compareProblemCodes(problemLog, true)
     for (const entry of unlisted) console.log(`not ok - problem codes: received, not listed in the OpenAPI document: ${entry}`)
