@@ -138,10 +138,14 @@ export function confirmAction ({ title, text, confirm }) {
   })
 }
 
+// One formatter each, made once: toLocaleString with options builds a new one on every call,
+// and the lists of a page (products, sessions, activity) call these once a row.
+const days = new Intl.DateTimeFormat(navigator.language, { dateStyle: 'medium' })
+const moments = new Intl.DateTimeFormat(navigator.language, { dateStyle: 'medium', timeStyle: 'short' })
 /** A date of the API as the reader's locale writes it. */
-export const day = (iso) => new Date(iso).toLocaleDateString(navigator.language, { dateStyle: 'medium' })
+export const day = (iso) => days.format(new Date(iso))
 /** A date and time of the API as the reader's locale writes them. */
-export const moment = (iso) => new Date(iso).toLocaleString(navigator.language, { dateStyle: 'medium', timeStyle: 'short' })
+export const moment = (iso) => moments.format(new Date(iso))
 
 /** The products' currency (CURRENCY, put into the page by the service). */
 export const currency = document.querySelector('meta[name="currency"]')?.content ?? 'EUR'
