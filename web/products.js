@@ -171,8 +171,9 @@ clicked($('#product-delete'), $('#product'), async () => {
 /** The new-product form, its price in the currency's major units. */
 export function showNewProduct () {
   $('#create-price-label').textContent = `Price (${currency})`
-  create.price.step = fractionDigits === 0 ? '1' : String(10 ** -fractionDigits)
-  $('#create-price-hint').textContent = `For instance ${money(2599)}: write ${(25.99).toFixed(fractionDigits)}.`
+  const digits = fractionDigits()
+  create.price.step = digits === 0 ? '1' : String(10 ** -digits)
+  $('#create-price-hint').textContent = `For instance ${money(2599)}: write ${(25.99).toFixed(digits)}.`
 }
 
 create.image.addEventListener('change', () => {
@@ -187,7 +188,7 @@ create.image.addEventListener('change', () => {
 })
 
 handle(create, async (data) => {
-  const amount = Math.round(Number(data.get('price')) * 10 ** fractionDigits)
+  const amount = Math.round(Number(data.get('price')) * 10 ** fractionDigits())
   const product = await products.create({ title: data.get('title'), description: data.get('description'), amount })
   const file = create.image.files[0]
   if (file !== undefined) {
