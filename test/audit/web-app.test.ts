@@ -2,10 +2,10 @@
  * The web app audited as its users' tools see it (`npm run test:audit`, in CI after the
  * suite): Lighthouse (the npm package, phone profile with its simulated slow network and CPU)
  * and axe-core, in Debian's Chromium, on the pages a visitor meets: the catalogue (with
- * products that have images), a product page and the login page signed out, the catalogue
- * and the security page (factors, sessions, activity) signed in. Wanted:
- * accessibility and best practices 100, performance at least 95, no axe violation. The
- * reports are kept (HTML and JSON, under the OS temp dir, printed) for a person to read.
+ * products that have images), a product page and the login page signed out, the catalogue,
+ * the security page (factors, sessions, activity), the profile and the new-product form
+ * signed in. Wanted: accessibility and best practices 100, performance at least 95, no axe
+ * violation. The reports are kept (HTML and JSON, under the OS temp dir, printed) for a person to read.
  */
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { createRequire } from 'node:module'
@@ -105,9 +105,13 @@ async function signIn (t: Test): Promise<void> {
   await page.close()
 }
 
-t.test('signed in: the catalogue and the security page', async (t) => {
+t.test('signed in: the catalogue, the security page, the profile and the new-product form', async (t) => {
   await signIn(t)
   await audit(t, 'catalogue', '/', async (page) => { await page.locator('#catalogue:not([hidden])').waitFor() })
   await signIn(t)
   await audit(t, 'security', '/security', async (page) => { await page.locator('#sessions li').first().waitFor() })
+  await signIn(t)
+  await audit(t, 'profile', '/account', async (page) => { await page.locator('#profile:not([hidden])').waitFor() })
+  await signIn(t)
+  await audit(t, 'new product', '/products/new', async (page) => { await page.locator('#new-product:not([hidden])').waitFor() })
 })
