@@ -67,7 +67,7 @@ export async function nodeIps (): Promise<string[]> {
 // A real PNG header (the service judges the type by the bytes), padded per upload.
 const PNG_HEAD = Buffer.from('iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==', 'base64')
 
-export interface ImageFailure { op: string, at: number, status?: number, error?: string, body?: string }
+export interface ImageFailure { op: string, at: number, end: number, status?: number, error?: string, body?: string }
 export interface Uploaded { id: number, sha256: string }
 export interface ImageLoadResult { sent: number, failures: ImageFailure[], uploaded: Uploaded[] }
 
@@ -80,7 +80,7 @@ export function imageLoad (base: string, user: LoadUser, pauseMs: number): { sto
       result.sent += 1
       const created = await call(base, 'POST', '/api/product', { body: { title: `image ${n}`, amount: n }, token: user.token, timeoutMs: 20_000 })
       if (!isAnswer(created) || created.status !== 201) {
-        result.failures.push({ op: 'create', at: created.at, status: isAnswer(created) ? created.status : undefined, error: isAnswer(created) ? undefined : created.error, body: isAnswer(created) ? created.body.slice(0, 200) : undefined })
+        result.failures.push({ op: 'create', at: created.at, end: created.at + created.ms, status: isAnswer(created) ? created.status : undefined, error: isAnswer(created) ? undefined : created.error, body: isAnswer(created) ? created.body.slice(0, 200) : undefined })
         continue
       }
       const id = created.json.id as number
@@ -93,9 +93,9 @@ export function imageLoad (base: string, user: LoadUser, pauseMs: number): { sto
         const res = await fetch(`${base}/api/product/${id}/image`, { method: 'POST', headers: { authorization: `Bearer ${user.token}` }, body: form, signal: AbortSignal.timeout(20_000) })
         const body = await res.text()
         if (res.status === 201) result.uploaded.push({ id, sha256: createHash('sha256').update(bytes).digest('hex') })
-        else result.failures.push({ op: 'upload', at, status: res.status, body: body.slice(0, 200) })
+        else result.failures.push({ op: 'upload', at, end: Date.now(), status: res.status, body: body.slice(0, 200) })
       } catch (error) {
-        result.failures.push({ op: 'upload', at, error: String((error as Error & { cause?: Error }).cause ?? error) })
+        result.failures.push({ op: 'upload', at, end: Date.now(), error: String((error as Error & { cause?: Error }).cause ?? error) })
       }
       await sleep(pauseMs)
     }

@@ -9,7 +9,8 @@ import { call, isAnswer } from '../../faults/helpers/http.js'
 
 export interface LoadUser { username: string, password: string, token: string }
 
-export interface LoadFailure { op: string, at: number, status?: number, error?: string, body?: string, requestId?: string | null }
+/** A request that did not get its expected answer: when it began (`at`) and when its answer or error came (`end`), ms since the epoch. */
+export interface LoadFailure { op: string, at: number, end: number, status?: number, error?: string, body?: string, requestId?: string | null }
 
 export interface LoadResult {
   sent: number
@@ -48,13 +49,13 @@ export function mixedLoad (base: string, users: LoadUser[], options: { workers?:
       result.sent += 1
       const r = await call(base, o.method, o.path, { body: o.body, token: o.token, timeoutMs: 20_000 })
       if (!isAnswer(r)) {
-        result.failures.push({ op: o.name, at: r.at, error: r.error })
+        result.failures.push({ op: o.name, at: r.at, end: r.at + r.ms, error: r.error })
         continue
       }
       const requestId = r.headers.get('x-request-id')
       if (requestId) result.requestIds.push(requestId)
       result.answers[`${o.name} ${r.status}`] = (result.answers[`${o.name} ${r.status}`] ?? 0) + 1
-      if (r.status !== o.expect) result.failures.push({ op: o.name, at: r.at, status: r.status, body: r.body.slice(0, 300), requestId })
+      if (r.status !== o.expect) result.failures.push({ op: o.name, at: r.at, end: r.at + r.ms, status: r.status, body: r.body.slice(0, 300), requestId })
       else if (o.name === 'create') result.created.push(r.json.id as number)
       // As a client that logs in again does: the new session's token from now on (a user keeps
       // SESSIONS_MAX_PER_USER sessions; hundreds of logins end the older ones).
