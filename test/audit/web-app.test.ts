@@ -5,7 +5,8 @@
  * products that have images), a product page and the login page signed out, the catalogue,
  * the security page (factors, sessions, activity), the profile and the new-product form
  * signed in. Wanted: accessibility and best practices 100, performance at least 95, no axe
- * violation. The reports are kept (HTML and JSON, under the OS temp dir, printed) for a person to read.
+ * violation. The reports are kept (HTML and JSON, under the OS temp dir, printed) for a
+ * person to read.
  */
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { createRequire } from 'node:module'

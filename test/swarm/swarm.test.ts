@@ -59,9 +59,9 @@ type Failed = { op: string, at: number, end: number, status?: number, error?: st
 /**
  * The failures of both loads a phase caused: those of the requests that began during it, but
  * a request begun just before the next phase and still waiting for its answer when that
- * phase's fault came belongs to that fault (CI, 2026-11-29: two logins begun in the drain's
- * last 300 ms, with a creation begun just after, all hung until the load's 20 s timeout when
- * node 2 was stopped: the node's loss, counted against the drain).
+ * phase's fault came belongs to that fault: a login begun in the drain's last moments that
+ * hangs until the load's 20 s timeout because node 2 was stopped under it is the node's loss,
+ * not the drain's (docs/deployment.md, "Docker Swarm: several hosts").
  */
 function failuresOf (failures: Failed[], phases: Phase[], phase: Phase): Failed[] {
   const caughtBy = (f: Failed): Phase | undefined => phases.find((p) => f.at < p.from && f.at >= p.from - IN_FLIGHT_MS && f.end > p.from)
