@@ -140,10 +140,10 @@ export function confirmAction ({ title, text, confirm }) {
 
 // One formatter each, made at its first use: toLocaleString with options builds a new one on
 // every call, and the lists of a page (products, sessions, activity) call these once a row.
-// Not while the modules load: a page's first Intl formatter starts ICU (20-30 ms of main
-// thread in Chromium, four times that on a slow phone), which would lengthen the app's
-// start, the task that runs before anything is shown, into one long task.
-let days, moments, prices
+// Not while the modules load: a page's first Intl formatter costs 17-38 ms of main thread in
+// Chromium (V8 gathers the locales it can use), four times that on a slow phone, and made
+// there it turned the app's start into one long task, the page unresponsive once painted.
+let days, moments, prices, digits
 /** A date of the API as the reader's locale writes it. */
 export const day = (iso) => (days ??= new Intl.DateTimeFormat(navigator.language, { dateStyle: 'medium' })).format(new Date(iso))
 /** A date and time of the API as the reader's locale writes them. */
@@ -153,7 +153,7 @@ export const moment = (iso) => (moments ??= new Intl.DateTimeFormat(navigator.la
 export const currency = document.querySelector('meta[name="currency"]')?.content ?? 'EUR'
 const priceFormat = () => (prices ??= new Intl.NumberFormat(navigator.language, { style: 'currency', currency }))
 /** How many decimals the currency has: amounts are in its minor units (2 for EUR, 0 for JPY). */
-export const fractionDigits = () => priceFormat().resolvedOptions().maximumFractionDigits
+export const fractionDigits = () => (digits ??= priceFormat().resolvedOptions().maximumFractionDigits)
 /** An amount of the API (minor units: 2599) as a price (€25.99). */
 export const money = (amount) => priceFormat().format(amount / 10 ** fractionDigits())
 
