@@ -124,6 +124,29 @@ t.test('logs never hold passwords, tokens or cookies', async (t) => {
   }
 })
 
+t.test('one `request completed` line per request, in the JSON pino writes, whatever the request holds', async (t) => {
+  const lines: string[] = []
+  const logStream = new Writable({ write (chunk, _enc, done) { lines.push(...String(chunk).trim().split('\n')); done() } })
+  const app = await build(t, { env: { LOG_LEVEL: 'info' }, logStream })
+  const hostile = 'a"b\\c\u2028é}{'
+  const url = `/health/live?q=${hostile}`
+  const res = await app.inject({ method: 'GET', url, headers: { host: hostile, 'accept-version': hostile } })
+  const completed = lines.map((l) => JSON.parse(l)).filter((l) => l.msg === 'request completed')
+  t.equal(completed.length, 1, 'one line, and it is JSON')
+  const line = completed[0]
+  t.same(Object.keys(line), ['level', 'time', 'pid', 'hostname', 'reqId', 'req', 'res', 'responseTime', 'msg'], 'pino\'s fields, in pino\'s order')
+  t.match(line, { level: 30, time: Number, pid: process.pid, hostname: String, reqId: res.headers['x-request-id'], res: { statusCode: 200 }, responseTime: Number })
+  // The URL as it reached Fastify (light-my-request percent-encodes as browsers do); the headers as sent.
+  const reached = new URL(url, 'http://localhost')
+  t.same(line.req, { method: 'GET', url: reached.pathname + reached.search, version: hostile, host: hostile, remoteAddress: '127.0.0.1' }, 'quotes, backslashes and line separators arrive as sent')
+  t.ok(Math.abs(line.time - Date.now()) < 60_000 && line.responseTime >= 0)
+
+  const quiet: string[] = []
+  const quietApp = await build(t, { env: { LOG_LEVEL: 'warn' }, logStream: new Writable({ write (chunk, _enc, done) { quiet.push(String(chunk)); done() } }) })
+  await quietApp.inject({ method: 'GET', url: '/health/live' })
+  t.notOk(quiet.join('').includes('request completed'), 'LOG_LEVEL=warn: no request line')
+})
+
 t.test('every response carries security headers and its request id', async (t) => {
   const app = await build(t)
   const a = await app.inject({ method: 'GET', url: '/health/live' })
