@@ -47,7 +47,7 @@ const NODE = process.execPath
 const COLLECT = 'node::LibuvStreamWrap::OnUvRead*'
 
 /**
- * 50 times slower, the service would trip its own bounds: the database's connect and
+ * Under valgrind, 50 times slower, the service would trip its own bounds: the database's connect and
  * statement timeouts and the event loop delay that sheds load (raised to their largest:
  * their checks still run), and Fastify's 10 s for each plugin to start, which the web app's
  * start (its files read and compressed) misses: it is off, which takes its routes out of the
