@@ -1,7 +1,7 @@
 // The catalogue (`/`: search, order, one seller's products, pages of ten), a product's page
 // (`/products/{id}`) and the form for a new one (`/products/new`).
 import { products } from './api.js'
-import { $, clicked, confirmAction, currency, day, element, fractionDigits, go, handle, money, sessionEnded, state } from './ui.js'
+import { $, clicked, confirmAction, currency, day, element, fractionDigits, go, handle, money, prepareFormats, sessionEnded, state } from './ui.js'
 
 const PAGE = 10
 let cursor = null
@@ -56,7 +56,9 @@ async function more () {
     if (query.seller !== null) params.creatorId = query.seller
     if (cursor !== null) params.cursor = String(cursor)
     const first = cursor === null
-    const page = await products.list(params)
+    const request = products.list(params)
+    prepareFormats()
+    const page = await request
     $('#list').append(...page.items.map(item))
     cursor = page.nextCursor
     $('#more').hidden = cursor === null

@@ -138,14 +138,16 @@ export function confirmAction ({ title, text, confirm }) {
   })
 }
 
-// One formatter each, made at its first use: toLocaleString with options builds a new one on
-// every call, and the lists of a page (products, sessions, activity) call these once a row.
-// Not while the modules load: a page's first Intl formatter costs 17-38 ms of main thread in
-// Chromium (V8 gathers the locales it can use), four times that on a slow phone, and made
-// there it turned the app's start into one long task, the page unresponsive once painted.
+// One formatter each, made once: toLocaleString with options builds a new one on every call,
+// and the lists of a page (products, sessions, activity) call these once a row. A page's first
+// Intl number or date formatter costs 20-90 ms of main thread in Chromium on these machines
+// (Intl.PluralRules, under 1 ms), four times that on a slow phone: never while the modules
+// load (the app's start would be one long task) nor in the task that shows a list, but
+// prepared in the task that asks for the list, while its answer is on its way.
 let days, moments, prices, digits
+const dayFormat = () => (days ??= new Intl.DateTimeFormat(navigator.language, { dateStyle: 'medium' }))
 /** A date of the API as the reader's locale writes it. */
-export const day = (iso) => (days ??= new Intl.DateTimeFormat(navigator.language, { dateStyle: 'medium' })).format(new Date(iso))
+export const day = (iso) => dayFormat().format(new Date(iso))
 /** A date and time of the API as the reader's locale writes them. */
 export const moment = (iso) => (moments ??= new Intl.DateTimeFormat(navigator.language, { dateStyle: 'medium', timeStyle: 'short' })).format(new Date(iso))
 
@@ -156,6 +158,8 @@ const priceFormat = () => (prices ??= new Intl.NumberFormat(navigator.language, 
 export const fractionDigits = () => (digits ??= priceFormat().resolvedOptions().maximumFractionDigits)
 /** An amount of the API (minor units: 2599) as a price (€25.99). */
 export const money = (amount) => priceFormat().format(amount / 10 ** fractionDigits())
+/** Makes the formatters of the product lists while their data is on its way: not in the task that shows them. */
+export const prepareFormats = () => { priceFormat(); dayFormat() }
 
 /** An element with properties and children: `element('a', { href: '/' }, 'Home')`. */
 export function element (tag, properties = {}, ...children) {

@@ -8,10 +8,11 @@
  * violation. The reports are kept (HTML and JSON, under the OS temp dir, printed) for a
  * person to read.
  */
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises'
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { createRequire } from 'node:module'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
+import { setTimeout } from 'node:timers/promises'
 import lighthouse from 'lighthouse'
 import { chromium, type Page } from 'playwright-core'
 import sharp from 'sharp'
@@ -47,6 +48,35 @@ const ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '
 const browser = await chromium.launchPersistentContext(profile, { executablePath: CHROMIUM, args: ARGS, headless: true, baseURL: base })
 t.teardown(async () => { await browser.close(); await rm(profile, { recursive: true, force: true }) })
 
+/** The share of the machine's CPU time (all cores) spent busy over `ms` (Linux's /proc/stat; 0 elsewhere). */
+async function busyShare (ms = 1000): Promise<number> {
+  const sample = async (): Promise<{ idle: number, total: number } | undefined> => {
+    const fields = (await readFile('/proc/stat', 'utf8').catch(() => ''))
+      .split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number)
+    // user nice system idle iowait irq softirq steal: idle and iowait are the idle time.
+    return fields.length < 5 ? undefined : { idle: fields[3]! + fields[4]!, total: fields.slice(0, 8).reduce((a, b) => a + b, 0) }
+  }
+  const before = await sample()
+  await setTimeout(ms)
+  const after = await sample()
+  if (before === undefined || after === undefined || after.total === before.total) return 0
+  return 1 - (after.idle - before.idle) / (after.total - before.total)
+}
+
+/**
+ * Waits, up to two minutes, until at most a quarter of the machine's CPU is busy over a
+ * second: the performance score is the page's main-thread time under a simulated slow phone,
+ * and other work on the two cores of CI (the end of the suite, Docker cleaning up after the
+ * deployment tests) lengthens every task the trace sees. The share found is printed with
+ * each score; after two minutes the run goes ahead whatever it is.
+ */
+async function quiet (): Promise<number> {
+  const deadline = Date.now() + 120_000
+  let busy = await busyShare()
+  while (busy > 0.25 && Date.now() < deadline) busy = await busyShare()
+  return busy
+}
+
 async function audit (t: Test, name: string, url: string, ready: (page: Page) => Promise<void>): Promise<void> {
   const page = await browser.newPage()
   await page.goto(url)
@@ -62,9 +92,14 @@ async function audit (t: Test, name: string, url: string, ready: (page: Page) =>
   // own measure of the host, `benchmarkIndex`, moved from 1,588 to 2,644 between runs on one
   // machine, 2026-11-29). The best run counts: a page that is slow in all three fails;
   // accessibility and best practices do not depend on timing.
-  const run = async () => (await lighthouse(base + url, { port, output: ['html', 'json'], logLevel: 'error', disableStorageReset: true, onlyCategories: ['performance', 'accessibility', 'best-practices'] }))!
+  const run = async () => {
+    const busy = await quiet()
+    const result = (await lighthouse(base + url, { port, output: ['html', 'json'], logLevel: 'error', disableStorageReset: true, onlyCategories: ['performance', 'accessibility', 'best-practices'] }))!
+    return { ...result, busy }
+  }
   const performance = (r: Awaited<ReturnType<typeof run>>): number => r.lhr.runtimeError === undefined ? r.lhr.categories.performance?.score ?? 0 : -1
-  const described = (r: Awaited<ReturnType<typeof run>>): string => r.lhr.runtimeError?.code ?? `performance ${Math.round(performance(r) * 100)}`
+  const described = (r: Awaited<ReturnType<typeof run>>): string => `${r.lhr.runtimeError?.code ?? `performance ${Math.round(performance(r) * 100)}`} ${machine(r)}`
+  const machine = (r: Awaited<ReturnType<typeof run>>): string => `(CPU ${Math.round(r.busy * 100)}% busy before, Lighthouse's benchmark index ${r.lhr.environment.benchmarkIndex})`
   let result = await run()
   for (let runs = 1; runs < 3 && performance(result) < 0.95; runs++) {
     const again = await run()
@@ -79,7 +114,7 @@ async function audit (t: Test, name: string, url: string, ready: (page: Page) =>
   const score = (id: string): number => Math.round((lhr.categories[id]?.score ?? 0) * 100)
   const failing = (id: string): string[] => (lhr.categories[id]?.auditRefs ?? [])
     .filter((ref) => ref.weight > 0 && (lhr.audits[ref.id]?.score ?? 1) < 1).map((ref) => ref.id)
-  t.comment(`${name}: performance ${score('performance')}, accessibility ${score('accessibility')}, best practices ${score('best-practices')} (${file}.html)`)
+  t.comment(`${name}: performance ${score('performance')}, accessibility ${score('accessibility')}, best practices ${score('best-practices')} ${machine(result)} (${file}.html)`)
   t.equal(score('accessibility'), 100, `${name}: accessibility 100 ${failing('accessibility').join(', ')}`)
   t.equal(score('best-practices'), 100, `${name}: best practices 100 ${failing('best-practices').join(', ')}`)
   t.ok(score('performance') >= 95, `${name}: performance ${score('performance')} >= 95 (LCP ${lhr.audits['largest-contentful-paint']?.displayValue}, TBT ${lhr.audits['total-blocking-time']?.displayValue})`)
