@@ -5,13 +5,17 @@
 import { auth, users } from './api.js'
 import { newPasswordFields } from './password.js'
 import { showCatalogue, showNewProduct, showProduct } from './products.js'
-import { browserSupportsWebAuthn, forgetSecurity, passkeyFailure, showSecurity, startAuthentication } from './security.js'
-import { $, FieldError, clicked, confirmAction, go, handle, say, sessionEnded, state } from './ui.js'
+import { $, FieldError, clicked, confirmAction, go, handle, say, sessionEnded, state, webAuthnSupported } from './ui.js'
 
 // The token of a password-reset link, from the address's fragment (never sent to the server).
 let resetToken = null
 // The login's second step while it is asked for: POST /api/auth/login's 202 (mfaToken, methods).
 let mfa = null
+
+// The security page and the passkey library, a third of the app's script, load when first
+// needed (that page, a passkey button): the other pages start without them.
+let securityModule = null
+const security = async () => (securityModule ??= await import('./security.js'))
 
 const forms = {
   login: $('#login'),
@@ -36,7 +40,7 @@ const PAGES = [
   { path: /^\/products\/(\d+)$/, section: 'product', title: 'Product', show: (match) => showProduct(match[1]) },
   { path: /^\/account$/, section: 'profile', title: 'Profile', private: true, show: () => showProfile() },
   { path: /^\/account\/delete$/, section: 'delete-page', title: 'Delete account', private: true },
-  { path: /^\/security$/, section: 'security', title: 'Security', private: true, show: showSecurity },
+  { path: /^\/security$/, section: 'security', title: 'Security', private: true, show: async () => await (await security()).showSecurity() },
   { path: /^\/reset-password$/, section: 'reset', title: 'Choose a new password', show: () => resetToken !== null }
 ]
 const SECTIONS = [...PAGES.map((page) => page.section), 'not-found']
@@ -135,7 +139,7 @@ function showAuth () {
   forms.signup.hidden = stepping
   $('#forgot-open').hidden = stepping
   if (stepping) forms.forgot.hidden = true
-  $('#passkey-login').hidden = !browserSupportsWebAuthn()
+  $('#passkey-login').hidden = !webAuthnSupported()
 }
 
 function showProfile () {
@@ -171,7 +175,7 @@ function loggedOut (message, { to = null } = {}) {
   state.me = null
   mfa = null
   localStorage.removeItem('userId')
-  forgetSecurity()
+  securityModule?.forgetSecurity()
   fillAccountName()
   const focus = forms.login.username
   // A page that needs a session keeps its address: logging in again shows it.
@@ -199,7 +203,7 @@ handle(forms.login, async (data) => {
 
 /** Asks the browser for a passkey's signature over the options `options` answers. */
 async function passkeyAssertion (options) {
-  const optionsJSON = await options()
+  const [{ passkeyFailure, startAuthentication }, optionsJSON] = await Promise.all([security(), options()])
   try {
     return await startAuthentication({ optionsJSON })
   } catch (error) {
@@ -217,7 +221,7 @@ clicked($('#passkey-login'), forms.login, async () => {
 function secondStep (ticket) {
   mfa = ticket
   recoveryMode(false)
-  $('#second-step-passkey').hidden = !ticket.methods.includes('passkey') || !browserSupportsWebAuthn()
+  $('#second-step-passkey').hidden = !ticket.methods.includes('passkey') || !webAuthnSupported()
   showAuth()
   forms.secondStep.code.focus()
 }

@@ -6,7 +6,7 @@ import { $, clicked, confirmAction, day, element, handle, moment, say, sessionEn
 // @simplewebauthn/browser's bundle, served by the service: it sets globalThis.SimpleWebAuthnBrowser.
 import '/vendor/simplewebauthn-browser.js'
 
-export const { browserSupportsWebAuthn, startAuthentication, startRegistration } = globalThis.SimpleWebAuthnBrowser
+export const { startAuthentication, startRegistration } = globalThis.SimpleWebAuthnBrowser
 
 // GET /api/security: the second factors of the signed-in account.
 let factors = null

@@ -161,6 +161,9 @@ export const money = (amount) => priceFormat().format(amount / 10 ** fractionDig
 /** Makes the formatters of the product lists while their data is on its way: not in the task that shows them. */
 export const prepareFormats = () => { priceFormat(); dayFormat() }
 
+/** Whether the browser can use passkeys: @simplewebauthn/browser's own test, without loading the library. */
+export const webAuthnSupported = () => typeof globalThis.PublicKeyCredential === 'function'
+
 /** An element with properties and children: `element('a', { href: '/' }, 'Home')`. */
 export function element (tag, properties = {}, ...children) {
   const node = document.createElement(tag)

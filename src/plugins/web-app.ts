@@ -6,8 +6,10 @@
  *   `Cache-Control: public, max-age=31536000, immutable` (a new version is a new name), the
  *   imports between modules rewritten to those names (`from './api.js'`, leaves first);
  * - the HTML shell `no-cache` (revalidated by ETag), naming the hashed files, with a
- *   `<link rel="modulepreload">` for every module the app imports, so the browser fetches them
- *   all at once: the request chain is HTML -> scripts -> API, never script -> script;
+ *   `<link rel="modulepreload">` for every module the app's start imports, so the browser
+ *   fetches them all at once: the request chain is HTML -> scripts -> API, never script ->
+ *   script. What the app loads on demand (`import()`: the security page and the passkey
+ *   library) is not preloaded: a page that does not need it never fetches it;
  * - each gzip- and brotli-compressed at start, the encoding negotiated (`Vary: Accept-Encoding`);
  * - the common-password list (src/lib/password-rule.ts) as one more hashed file, named in the
  *   shell's `<meta name="common-passwords">` and fetched by the app only when a new-password
@@ -100,7 +102,8 @@ export async function webFiles (currency = 'EUR'): Promise<{ assets: Map<string,
 
   const assets = new Map<string, WebFile>()
   const names = new Map<string, string>()
-  const modules = new Set<string>()
+  // Each module's static imports (`from`, `import '...'`; not `import()`), by source.
+  const imports = new Map<string, string[]>()
   const resolve = (specifier: string, from: string): string => new URL(specifier, `http://app${from}`).pathname
   // A module's name hashes its text with its imports already renamed: a change anywhere
   // below it renames it too, so no browser ever pairs a new module with an old one.
@@ -111,13 +114,16 @@ export async function webFiles (currency = 'EUR'): Promise<{ assets: Map<string,
     if (text === undefined) throw new Error(`web/: ${source} is imported but is not one of the app's files`)
     const isModule = source.endsWith('.js') && source !== WEBAUTHN_SCRIPT
     const served = isModule
-      ? text.replace(IMPORT, (_match, keyword: string, quote: string, specifier: string) => `${keyword}${quote}${add(resolve(specifier, source))}${quote}`)
+      ? text.replace(IMPORT, (_match, keyword: string, quote: string, specifier: string) => {
+        const imported = resolve(specifier, source)
+        if (!keyword.includes('(')) imports.set(source, [...imports.get(source) ?? [], imported])
+        return `${keyword}${quote}${add(imported)}${quote}`
+      })
       : text
     const file = webFile(source, served)
     const name = hashedName(source, file.etag)
     names.set(source, name)
     assets.set(name, file)
-    if (source.endsWith('.js')) modules.add(name)
     return name
   }
   for (const source of sources.keys()) add(source)
@@ -130,7 +136,14 @@ export async function webFiles (currency = 'EUR'): Promise<{ assets: Map<string,
   // The prices' currency (CURRENCY), read by the app from the shell: no request before the first page.
   html = html.replace(/<meta name="currency" content="[A-Z]{3}">/, `<meta name="currency" content="${currency}">`)
   html = html.replace(/<meta name="common-passwords" content="[^"]*">/, `<meta name="common-passwords" content="${passwordListFile().name}">`)
-  const preload = [...modules].map((name) => `<link rel="modulepreload" href="${name}">`).join('\n')
+  const started = new Set<string>()
+  const start = (source: string): void => {
+    if (started.has(source)) return
+    started.add(source)
+    for (const imported of imports.get(source) ?? []) start(imported)
+  }
+  start('/app.js')
+  const preload = [...started].map((source) => `<link rel="modulepreload" href="${names.get(source)!}">`).join('\n')
   html = html.replace('</head>', `${preload}\n</head>`)
   return { assets, html: webFile('index.html', html), names }
 }
