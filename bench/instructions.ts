@@ -25,14 +25,13 @@
  * (bench/servers/fastify-jwt-floor.ts), or any entry file; `|NAME=value,NAME=value`
  * adds environment variables (commas inside a value: `FLOOR_ADD=session+headers+log`).
  */
-import { spawn, execFileSync } from 'node:child_process'
-import { closeSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import { execFileSync } from 'node:child_process'
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import autocannon from 'autocannon'
 import { benchDatabase } from './lib/database.js'
 import { describeMachine, machine } from './lib/machine.js'
-import { freePort } from '../src/db/embedded.js'
 import { ROOT, startServer } from './lib/processes.js'
 import { writeSection } from './lib/report.js'
 import { getUserRequests, serviceEnv, userPool, type BenchUser } from './lib/service.js'
@@ -90,29 +89,21 @@ function control (command: string, pid: number): void {
 
 async function measure (t: Target, databaseUrl: string, users: readonly BenchUser[]): Promise<number> {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'ups-instr-'))
-  const port = await freePort()
-  const out = openSync(path.join(dir, 'output.log'), 'a')
-  const loader = t.entry.endsWith('.js') ? [] : ['--import', 'tsx']
-  const child = spawn('valgrind', ['--tool=callgrind', `--callgrind-out-file=${dir}/callgrind.out`, `--toggle-collect=${COLLECT}`, NODE, ...loader, t.entry], {
-    cwd: ROOT,
-    env: { ...process.env, ...serviceEnv(databaseUrl), ...UNDER_VALGRIND, ...t.env, HOST: '127.0.0.1', PORT: String(port) },
-    stdio: ['ignore', out, out]
+  const server = await startServer({
+    entry: t.entry,
+    node: NODE,
+    wrapper: ['valgrind', '--tool=callgrind', `--callgrind-out-file=${dir}/callgrind.out`, `--toggle-collect=${COLLECT}`],
+    env: { ...serviceEnv(databaseUrl), ...UNDER_VALGRIND, ...t.env },
+    logFile: path.join(dir, 'output.log'),
+    readyPath: '/health/live',
+    readyWithinMs: 10 * 60_000
   })
-  closeSync(out)
-  const url = `http://127.0.0.1:${port}`
-  let exited = false
-  child.once('exit', () => { exited = true })
   try {
-    const deadline = Date.now() + 10 * 60_000
-    while (!await fetch(url + '/health/live', { signal: AbortSignal.timeout(5000) }).then((r) => r.ok, () => false)) {
-      if (exited || Date.now() > deadline) throw new Error(`${t.label} did not start under valgrind: ${readFileSync(path.join(dir, 'output.log'), 'utf8').slice(-2000)}`)
-      await new Promise((resolve) => setTimeout(resolve, 1000))
-    }
-    await requests(url, WARM_UP, users)
-    control('--zero', child.pid!)
-    const result = await requests(url, REQUESTS, users)
+    await requests(server.url, WARM_UP, users)
+    control('--zero', server.pid)
+    const result = await requests(server.url, REQUESTS, users)
     if (result.non2xx + result.errors > 0) throw new Error(`${t.label}: ${result.non2xx} non-2xx answers and ${result.errors} errors`)
-    control('--dump', child.pid!)
+    control('--dump', server.pid)
     // callgrind writes the dump when the process next runs (its timers wake it).
     let dump: string | undefined
     for (const until = Date.now() + 60_000; dump === undefined && Date.now() < until;) {
@@ -122,8 +113,7 @@ async function measure (t: Target, databaseUrl: string, users: readonly BenchUse
     if (dump === undefined) throw new Error(`${t.label}: callgrind wrote no dump in 60 s`)
     return totalIr(path.join(dir, dump)) / REQUESTS
   } finally {
-    child.kill('SIGKILL')
-    await new Promise((resolve) => { if (exited) resolve(undefined); else child.once('exit', resolve) })
+    await server.stop()
     rmSync(dir, { recursive: true, force: true })
   }
 }

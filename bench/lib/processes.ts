@@ -22,6 +22,10 @@ export interface ServerSpec {
   nodeArgs?: string[]
   /** The node binary; the one running the bench by default. */
   node?: string
+  /** A command that runs node, with its arguments (`['valgrind', '--tool=callgrind']`): the server is its child then. */
+  wrapper?: string[]
+  /** How long the server has to answer `readyPath` (90 s by default; under valgrind it starts some 50 times slower). */
+  readyWithinMs?: number
   /** stdout and stderr go here (the service logs to stdout); a temp file by default. */
   logFile?: string
   readyPath?: string
@@ -49,7 +53,8 @@ export async function startServer (spec: ServerSpec): Promise<RunningServer> {
   const removeTemp = (): void => { if (tempDir !== undefined) rmSync(tempDir, { recursive: true, force: true }) }
   const out = openSync(logFile, 'a')
   const loader = spec.entry.endsWith('.js') ? [] : ['--import', 'tsx']
-  const child = spawn(spec.node ?? process.execPath, [...(spec.nodeArgs ?? []), ...loader, spec.entry], {
+  const [command, ...args] = [...(spec.wrapper ?? []), spec.node ?? process.execPath, ...(spec.nodeArgs ?? []), ...loader, spec.entry]
+  const child = spawn(command!, args, {
     cwd: spec.cwd ?? ROOT,
     env: { ...process.env, ...spec.env, HOST: '127.0.0.1', PORT: String(port) },
     stdio: ['ignore', out, out]
@@ -76,14 +81,15 @@ export async function startServer (spec: ServerSpec): Promise<RunningServer> {
     removeTemp()
   }
 
-  const deadline = Date.now() + 90_000
+  const readyWithinMs = spec.readyWithinMs ?? 90_000
+  const deadline = Date.now() + readyWithinMs
   for (;;) {
     if (exited !== undefined) {
       const tail = readFileSync(logFile, 'utf8').split('\n').slice(-15).join('\n')
       removeTemp()
       throw new Error(`${spec.entry} stopped before it was ready (${exited}); the end of ${logFile}:\n${tail}`)
     }
-    if (Date.now() > deadline) { await stop(); throw new Error(`${spec.entry} not ready after 90 s`) }
+    if (Date.now() > deadline) { await stop(); throw new Error(`${spec.entry} not ready after ${readyWithinMs / 1000} s`) }
     const ready = await fetch(url + (spec.readyPath ?? '/'), { signal: AbortSignal.timeout(2000) }).then((r) => r.ok, () => false)
     if (ready) break
     await new Promise((resolve) => setTimeout(resolve, 200))
