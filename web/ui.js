@@ -142,8 +142,9 @@ export function confirmAction ({ title, text, confirm }) {
 // and the lists of a page (products, sessions, activity) call these once a row. A page's first
 // Intl number or date formatter costs 20-90 ms of main thread in Chromium on these machines
 // (Intl.PluralRules, under 1 ms), four times that on a slow phone: never while the modules
-// load (the app's start would be one long task) nor in the task that shows a list, but
-// prepared in the task that asks for the list, while its answer is on its way.
+// load (the app's start would be one long task). The catalogue, the first page of most
+// visits, prepares them (prepareFormats) in the task that asks for its list, while the answer
+// is on its way, not in the one that shows it; other pages make them at their first use.
 let days, moments, prices, digits
 const dayFormat = () => (days ??= new Intl.DateTimeFormat(navigator.language, { dateStyle: 'medium' }))
 /** A date of the API as the reader's locale writes it. */
